@@ -1,0 +1,21 @@
+# medprof_add_test(NAME <name> LABEL unit|integration|gpu SOURCES ... [LIBS ...] [TIMEOUT s])
+# The one way tests are registered: a GoogleTest executable, one CTest entry, one label.
+# CI runs `ctest -LE gpu`.
+function(medprof_add_test)
+  cmake_parse_arguments(T "" "NAME;LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
+  if(NOT T_LABEL MATCHES "^(unit|integration|gpu)$")
+    message(FATAL_ERROR "medprof_add_test(${T_NAME}): LABEL must be unit, integration or gpu")
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} medprof_testing GTest::gtest GTest::gmock GTest::gtest_main)
+  if(NOT T_TIMEOUT)
+    if(T_LABEL STREQUAL "unit")
+      set(T_TIMEOUT 120)
+    else()
+      set(T_TIMEOUT 600)
+    endif()
+  endif()
+  add_test(NAME ${T_NAME} COMMAND ${T_NAME})
+  set_tests_properties(${T_NAME} PROPERTIES LABELS ${T_LABEL} TIMEOUT ${T_TIMEOUT}
+    ENVIRONMENT "MEDPROF_BIN_DIR=${PROJECT_BINARY_DIR}/bin;MEDPROF_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()

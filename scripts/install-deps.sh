@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of medprof from the distribution's packages.
+# Used by README.md, .ci/run and the Apptainer definitions: one list, one place.
+#
+#   scripts/install-deps.sh            # everything (build + tests + tools)
+#   scripts/install-deps.sh --runtime  # only what the binaries need at run time
+#
+# Supports Debian 12 and Ubuntu 24.04 (same gRPC 1.51 / protobuf 3.21). Needs root (or sudo).
+set -euo pipefail
+
+mode=full
+case "${1:-}" in
+  --runtime) mode=runtime ;;
+  ""|--full) ;;
+  -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+  *) echo "install-deps.sh: unknown option '$1' (allowed: --runtime, --full)" >&2; exit 1 ;;
+esac
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps.sh: run as root or install sudo" >&2; exit 1; }
+  SUDO=sudo
+fi
+
+. /etc/os-release
+case "${ID}:${VERSION_ID}" in
+  debian:12|ubuntu:24.04) ;;
+  *) echo "install-deps.sh: untested distribution ${ID} ${VERSION_ID}; continuing" >&2 ;;
+esac
+
+build_pkgs=(
+  build-essential cmake pkg-config git ca-certificates
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
+  libcli11-dev nlohmann-json3-dev libbenchmark-dev libabsl-dev
+  prometheus-cpp-dev libtorch-dev
+)
+test_pkgs=(shellcheck python3 clang libclang-rt-14-dev chromium systemd)
+runtime_pkgs=(libgrpc++1.51 libsqlite3-0)
+
+export DEBIAN_FRONTEND=noninteractive
+stamp=/var/lib/apt/periodic/medprof-update-stamp
+if [ ! -f "$stamp" ] || [ -n "$(find "$stamp" -mmin +360 2>/dev/null)" ]; then
+  $SUDO apt-get update -q
+  $SUDO mkdir -p "$(dirname "$stamp")" && $SUDO touch "$stamp"
+fi
+if [ "$mode" = runtime ]; then
+  $SUDO apt-get install -y -q --no-install-recommends "${runtime_pkgs[@]}"
+else
+  $SUDO apt-get install -y -q --no-install-recommends "${build_pkgs[@]}" "${test_pkgs[@]}"
+fi
