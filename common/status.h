@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #define MEDPROF_STATUS_CONCAT_INNER_(a, b) a##b
 #define MEDPROF_STATUS_CONCAT_(a, b) MEDPROF_STATUS_CONCAT_INNER_(a, b)
@@ -36,7 +37,7 @@
 namespace medprof {
 
 // Prefixes a status message with context, keeping its code: "opening db: <original>".
-inline absl::Status Annotate(const absl::Status& s, std::string_view context) {
+inline absl::Status Annotate(const absl::Status& s, absl::string_view context) {
   if (s.ok()) return s;
   return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
 }

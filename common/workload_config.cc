@@ -9,17 +9,17 @@
 namespace medprof::config {
 namespace {
 
-absl::Status OutOfRange(std::string_view field, double value, std::string_view allowed) {
+absl::Status OutOfRange(absl::string_view field, double value, absl::string_view allowed) {
   return absl::InvalidArgumentError(
       absl::StrCat(field, ": ", value, " is out of range (allowed ", allowed, ")"));
 }
 
-absl::Status CheckRange(std::string_view field, int64_t v, int64_t lo, int64_t hi) {
+absl::Status CheckRange(absl::string_view field, int64_t v, int64_t lo, int64_t hi) {
   if (v < lo || v > hi) return OutOfRange(field, static_cast<double>(v), absl::StrCat(lo, "..", hi));
   return absl::OkStatus();
 }
 
-absl::Status CheckEdge(std::string_view field, int v, int multiple) {
+absl::Status CheckEdge(absl::string_view field, int v, int multiple) {
   if (v < kMinVolume || v > kMaxVolume || v % multiple != 0) {
     return OutOfRange(field, v,
                       absl::StrCat(kMinVolume, "..", kMaxVolume, ", a multiple of ", multiple,
@@ -51,7 +51,7 @@ absl::StatusOr<PresetFlags> PresetFor(std::string_view name) {
     return f;
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("preset: unknown preset '", name, "' (allowed: ", PresetList(), ")"));
+      absl::StrCat("preset: unknown preset '", absl::string_view(name.data(), name.size()), "' (allowed: ", PresetList(), ")"));
 }
 
 void ApplyDefaults(v1::WorkloadConfig* c) {
@@ -65,7 +65,12 @@ void ApplyDefaults(v1::WorkloadConfig* c) {
     for (int m : {1, 1, 2, 3, 4}) c->add_channel_mult(m);
   }
   if (!c->has_res_blocks()) c->set_res_blocks(1);
-  if (c->attention_ds_size() == 0) c->add_attention_ds(8);
+  if (c->attention_ds_size() == 0) {
+    // The published model attends at downsampling factor 8 (16^3 of 128^3); shallower
+    // (test-size) models attend at their deepest level instead.
+    const int deepest = 1 << (std::max(1, c->channel_mult_size()) - 1);
+    c->add_attention_ds(std::min(8, deepest));
+  }
   if (!c->has_in_channels()) c->set_in_channels(3);
   if (!c->has_out_channels()) c->set_out_channels(1);
   if (!c->has_groups()) c->set_groups(std::min(kDefaultGroups, std::max(1, c->base_channels())));
@@ -169,7 +174,7 @@ absl::StatusOr<v1::Phase> ParsePhase(std::string_view text) {
   if (text == "train") return v1::PHASE_TRAIN;
   if (text == "sample") return v1::PHASE_SAMPLE;
   return absl::InvalidArgumentError(
-      absl::StrCat("phase: unknown phase '", text, "' (allowed: forward|train|sample)"));
+      absl::StrCat("phase: unknown phase '", absl::string_view(text.data(), text.size()), "' (allowed: forward|train|sample)"));
 }
 
 }  // namespace medprof::config

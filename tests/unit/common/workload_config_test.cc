@@ -1,0 +1,98 @@
+#include "common/workload_config.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace medprof::config {
+namespace {
+
+using ::medprof::testing::IsOk;
+using ::medprof::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+v1::WorkloadConfig Defaults(std::string preset = "baseline") {
+  v1::WorkloadConfig c;
+  c.set_preset(preset);
+  ApplyDefaults(&c);
+  return c;
+}
+
+TEST(WorkloadConfigTest, DefaultsArePublishedModel) {
+  auto c = Defaults();
+  EXPECT_EQ(c.volume(), 128);
+  EXPECT_EQ(c.base_channels(), 64);
+  EXPECT_THAT(c.channel_mult(), ::testing::ElementsAre(1, 1, 2, 3, 4));
+  EXPECT_EQ(c.groups(), 32);
+  EXPECT_EQ(c.grad_accum(), 2);
+  EXPECT_EQ(c.phase(), v1::PHASE_TRAIN);
+  EXPECT_THAT(Validate(c), IsOk());
+}
+
+TEST(WorkloadConfigTest, ExplicitZeroVolumeIsRefusedNotDefaulted) {
+  v1::WorkloadConfig c;
+  c.set_preset("opt1");
+  c.set_volume(0);
+  ApplyDefaults(&c);
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    AllOf(HasSubstr("volume"), HasSubstr("8..512"))));
+}
+
+TEST(WorkloadConfigTest, RefusalsNameFieldAndRange) {
+  auto c = Defaults();
+  c.set_volume(4096);
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    AllOf(HasSubstr("volume: 4096"), HasSubstr("multiple of 16"))));
+  c = Defaults();
+  c.set_steps(-1);
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    AllOf(HasSubstr("steps: -1"), HasSubstr("1..100000"))));
+  c = Defaults("opt7");
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    AllOf(HasSubstr("preset: unknown preset 'opt7'"), HasSubstr("opt12"))));
+  c = Defaults();
+  c.set_volume(24);  // not a multiple of 16 with five levels
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("multiple of 16")));
+}
+
+TEST(WorkloadConfigTest, TinyModelDefaultsGroupsToWidth) {
+  v1::WorkloadConfig c;
+  c.set_preset("baseline");
+  c.set_base_channels(8);
+  c.add_channel_mult(1);
+  c.add_channel_mult(2);
+  c.set_volume(16);
+  ApplyDefaults(&c);
+  EXPECT_EQ(c.groups(), 8);
+  EXPECT_THAT(Validate(c), IsOk());
+  c.set_groups(3);
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("groups: 3")));
+}
+
+TEST(WorkloadConfigTest, PresetFlagsAndOverrides) {
+  auto c = Defaults("opt12");
+  auto f = EffectiveFlags(c);
+  EXPECT_TRUE(f.tf32);
+  EXPECT_TRUE(f.channels_last);
+  EXPECT_FALSE(f.bf16);
+  c.set_tf32(false);
+  EXPECT_FALSE(EffectiveFlags(c).tf32);
+  EXPECT_TRUE(EffectiveFlags(Defaults("bf16")).bf16);
+  EXPECT_FALSE(EffectiveFlags(Defaults("baseline")).tf32);
+}
+
+TEST(WorkloadConfigTest, NonCubicDims) {
+  auto c = Defaults();
+  c.set_depth(144);
+  c.set_height(192);
+  c.set_width(192);
+  auto d = VolumeDims(c);
+  EXPECT_EQ(d.d, 144);
+  EXPECT_EQ(d.h, 192);
+  EXPECT_EQ(d.w, 192);
+  EXPECT_THAT(Validate(c), IsOk());
+}
+
+}  // namespace
+}  // namespace medprof::config
