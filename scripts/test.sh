@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The test command: installs dependencies, builds everything, runs every test but `gpu`.
+#   scripts/test.sh            # unit + integration
+#   scripts/test.sh -L unit    # extra arguments go to ctest
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh"
+build=${MEDPROF_BUILD_DIR:-$root/build}
+cd "$build"
+ctest --output-on-failure --timeout 900 -LE gpu -j "${MEDPROF_TEST_JOBS:-2}" "$@"
