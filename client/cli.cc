@@ -1,0 +1,529 @@
+#include "client/cli.h"
+
+#include <cstdlib>
+#include <limits>
+#include <memory>
+#include <set>
+
+#include <CLI/CLI.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "common/status.h"
+#include "common/version.h"
+#include "common/workload_config.h"
+
+namespace medprof::client {
+namespace {
+
+constexpr int kMaxPresets = 16;
+constexpr int kMaxRepeats = 100;
+constexpr int kMaxAttempts = 10;
+constexpr int kMaxJobTimeoutS = 7 * 24 * 3600;
+constexpr int kMaxNameChars = 200;
+constexpr int kMaxReasonChars = 1000;
+constexpr int kMaxStudiesLimit = 1000;
+constexpr int kMaxRunsLimit = 10000;
+constexpr int kMaxTopCategories = 12;
+constexpr char kCommandList[] = "submit|watch|studies|runs|run|agents|cancel|compare|kernels";
+
+absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentError(message); }
+
+absl::StatusOr<int64_t> ParseInt(absl::string_view flag, const std::string& text, int64_t lo,
+                                 int64_t hi) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(text, &v)) {
+    return Usage(absl::StrCat(flag, ": '", text, "' is not an integer (allowed ", lo, "..", hi, ")"));
+  }
+  if (v < lo || v > hi) {
+    return Usage(absl::StrCat(flag, ": ", v, " is out of range (allowed ", lo, "..", hi, ")"));
+  }
+  return v;
+}
+
+absl::StatusOr<std::vector<int>> ParseIntList(absl::string_view flag, const std::string& text) {
+  std::vector<int> out;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    int v = 0;
+    if (!absl::SimpleAtoi(item, &v)) {
+      return Usage(absl::StrCat(flag, ": '", item, "' is not an integer (expected a comma-separated list of integers, e.g. 1,2,4)"));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::StatusOr<OutputFormat> ParseFormat(const std::string& text,
+                                         const std::vector<OutputFormat>& allowed,
+                                         absl::string_view command) {
+  std::vector<std::string> names;
+  for (OutputFormat f : allowed) names.push_back(OutputFormatName(f));
+  for (OutputFormat f : allowed) {
+    if (text == OutputFormatName(f)) return f;
+  }
+  return Usage(absl::StrCat("--format: '", text, "' is not a format of '", command,
+                            "' (allowed: ", absl::StrJoin(names, "|"), ")"));
+}
+
+// Rewrites "field: message" from common/workload_config.h into "--field: message".
+absl::Status ToFlagMessage(const absl::Status& s) {
+  std::string msg(s.message());
+  const size_t end = msg.find_first_of(" :");
+  if (end == std::string::npos) return Usage(msg);
+  const std::string field = msg.substr(0, end);
+  std::string flag = field == "preset" ? "presets" : absl::StrReplaceAll(field, {{"_", "-"}});
+  return Usage(absl::StrCat("--", flag, msg.substr(end)));
+}
+
+const std::vector<OutputFormat> kAllFormats = {OutputFormat::kTable, OutputFormat::kJson,
+                                               OutputFormat::kCsv};
+
+// Raw strings of the submit flags; converted and checked after CLI11 has parsed.
+struct SubmitFlags {
+  std::vector<std::string> presets;
+  std::vector<std::string> targets;
+  std::string name, format = "table";
+  std::string volume, depth, height, width, steps, warmup, phase, repeats, batch;
+  std::string base_channels, channel_mult, res_blocks, attention_ds, in_channels, out_channels;
+  std::string groups, grad_accum, learning_rate, seed, sample_steps, device, cpu_threads;
+  std::string metrics_top_k, max_attempts, timeout_s;
+  std::optional<bool> tf32, channels_last, bf16, fused;
+  bool metrics = false, wait = false;
+};
+
+// The optional int32 workload flags, in one table so conversion is uniform. `allowed` is shown
+// when the text is not an integer; ranges themselves are checked by config::Validate, whose
+// messages carry the full rule (e.g. "a multiple of 16").
+struct IntField {
+  const char* flag;
+  std::string SubmitFlags::*raw;
+  void (v1::WorkloadConfig::*set)(int32_t);
+  std::string allowed;
+};
+const std::vector<IntField>& IntFields() {
+  using config::kMaxVolume;
+  static const std::vector<IntField> fields = {
+      {"--volume", &SubmitFlags::volume, &v1::WorkloadConfig::set_volume, absl::StrCat(config::kMinVolume, "..", kMaxVolume)},
+      {"--depth", &SubmitFlags::depth, &v1::WorkloadConfig::set_depth, absl::StrCat("0 or ", config::kMinVolume, "..", kMaxVolume)},
+      {"--height", &SubmitFlags::height, &v1::WorkloadConfig::set_height, absl::StrCat("0 or ", config::kMinVolume, "..", kMaxVolume)},
+      {"--width", &SubmitFlags::width, &v1::WorkloadConfig::set_width, absl::StrCat("0 or ", config::kMinVolume, "..", kMaxVolume)},
+      {"--steps", &SubmitFlags::steps, &v1::WorkloadConfig::set_steps, absl::StrCat("1..", config::kMaxSteps)},
+      {"--warmup", &SubmitFlags::warmup, &v1::WorkloadConfig::set_warmup, absl::StrCat("0..", config::kMaxWarmup)},
+      {"--batch", &SubmitFlags::batch, &v1::WorkloadConfig::set_batch, absl::StrCat("1..", config::kMaxBatch)},
+      {"--base-channels", &SubmitFlags::base_channels, &v1::WorkloadConfig::set_base_channels, absl::StrCat(config::kMinBaseChannels, "..", config::kMaxBaseChannels)},
+      {"--res-blocks", &SubmitFlags::res_blocks, &v1::WorkloadConfig::set_res_blocks, absl::StrCat("1..", config::kMaxResBlocks)},
+      {"--in-channels", &SubmitFlags::in_channels, &v1::WorkloadConfig::set_in_channels, absl::StrCat("1..", config::kMaxInOutChannels)},
+      {"--out-channels", &SubmitFlags::out_channels, &v1::WorkloadConfig::set_out_channels, absl::StrCat("1..", config::kMaxInOutChannels)},
+      {"--groups", &SubmitFlags::groups, &v1::WorkloadConfig::set_groups, absl::StrCat("1..", config::kMaxGroups)},
+      {"--grad-accum", &SubmitFlags::grad_accum, &v1::WorkloadConfig::set_grad_accum, absl::StrCat("1..", config::kMaxGradAccum)},
+      {"--sample-steps", &SubmitFlags::sample_steps, &v1::WorkloadConfig::set_sample_steps, absl::StrCat("1..", config::kDiffusionSteps)},
+      {"--cpu-threads", &SubmitFlags::cpu_threads, &v1::WorkloadConfig::set_cpu_threads, absl::StrCat("0..", config::kMaxCpuThreads)},
+      {"--metrics-top-k", &SubmitFlags::metrics_top_k, &v1::WorkloadConfig::set_metrics_top_k, absl::StrCat("0..", config::kMaxMetricsTopK)},
+  };
+  return fields;
+}
+
+void AddBoolPair(CLI::App* app, const std::string& name, std::optional<bool>* target,
+                 const std::string& help) {
+  CLI::Option* on = app->add_flag_callback("--" + name, [target] { *target = true; }, help);
+  CLI::Option* off = app->add_flag_callback("--no-" + name, [target] { *target = false; },
+                                            "turn " + name + " off (overrides the preset)");
+  on->excludes(off);
+}
+
+absl::StatusOr<SubmitCommand> BuildSubmit(const SubmitFlags& f, CLI::App* sub) {
+  SubmitCommand cmd;
+  v1::SubmitStudyRequest& req = cmd.request;
+  MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(f.format, kAllFormats, "submit"));
+  cmd.wait = f.wait;
+
+  // Presets: 1..16 known names, no duplicates.
+  std::set<std::string> seen;
+  for (const std::string& raw : f.presets) {
+    const std::string p(absl::StripAsciiWhitespace(raw));
+    if (p.empty()) return Usage(absl::StrCat("--presets: empty preset name in the list (allowed: ", config::PresetList(), ")"));
+    if (!config::PresetFor(p).ok()) {
+      return Usage(absl::StrCat("--presets: unknown preset '", p, "' (allowed: ", config::PresetList(), ")"));
+    }
+    if (!seen.insert(p).second) return Usage(absl::StrCat("--presets: '", p, "' is listed twice"));
+    req.add_presets(p);
+  }
+  if (req.presets_size() < 1 || req.presets_size() > kMaxPresets) {
+    return Usage(absl::StrCat("--presets: ", req.presets_size(), " presets given (allowed 1..", kMaxPresets, ")"));
+  }
+  for (const std::string& t : f.targets) req.add_targets(t);
+  if (sub->get_option("--name")->count() > 0) {
+    if (f.name.size() > kMaxNameChars) {
+      return Usage(absl::StrCat("--name: ", f.name.size(), " characters (allowed at most ", kMaxNameChars, ")"));
+    }
+    req.set_name(f.name);
+  }
+  if (sub->get_option("--repeats")->count() > 0) {
+    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--repeats", f.repeats, 1, kMaxRepeats));
+    req.set_repeats(static_cast<int32_t>(v));
+  }
+  if (sub->get_option("--max-attempts")->count() > 0) {
+    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--max-attempts", f.max_attempts, 1, kMaxAttempts));
+    req.set_max_attempts(static_cast<int32_t>(v));
+  }
+  if (sub->get_option("--timeout-s")->count() > 0) {
+    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--timeout-s", f.timeout_s, 1, kMaxJobTimeoutS));
+    req.set_timeout_s(static_cast<int32_t>(v));
+  }
+
+  // The workload configuration: only what was typed.
+  v1::WorkloadConfig* c = req.mutable_config();
+  for (const IntField& field : IntFields()) {
+    if (sub->get_option(field.flag)->count() == 0) continue;
+    int32_t v = 0;
+    if (!absl::SimpleAtoi(f.*field.raw, &v)) {
+      return Usage(absl::StrCat(field.flag, ": '", f.*field.raw, "' is not an integer (allowed ", field.allowed, ")"));
+    }
+    (c->*field.set)(v);
+  }
+  if (sub->get_option("--phase")->count() > 0) {
+    auto phase = config::ParsePhase(f.phase);
+    if (!phase.ok()) return ToFlagMessage(phase.status());
+    c->set_phase(*phase);
+  }
+  if (sub->get_option("--channel-mult")->count() > 0) {
+    MEDPROF_ASSIGN_OR_RETURN(std::vector<int> mult, ParseIntList("--channel-mult", f.channel_mult));
+    for (int m : mult) c->add_channel_mult(m);
+  }
+  if (sub->get_option("--attention-ds")->count() > 0) {
+    MEDPROF_ASSIGN_OR_RETURN(std::vector<int> ds, ParseIntList("--attention-ds", f.attention_ds));
+    for (int d : ds) c->add_attention_ds(d);
+  }
+  if (sub->get_option("--learning-rate")->count() > 0) {
+    double lr = 0;
+    if (!absl::SimpleAtod(f.learning_rate, &lr)) {
+      return Usage(absl::StrCat("--learning-rate: '", f.learning_rate, "' is not a number (allowed: greater than 0, at most 1)"));
+    }
+    c->set_learning_rate(lr);
+  }
+  if (sub->get_option("--seed")->count() > 0) {
+    uint64_t seed = 0;
+    if (!absl::SimpleAtoi(f.seed, &seed)) {
+      return Usage(absl::StrCat("--seed: '", f.seed, "' is not a non-negative integer (allowed 0..", std::numeric_limits<uint64_t>::max(), ")"));
+    }
+    c->set_seed(seed);
+  }
+  if (sub->get_option("--device")->count() > 0) {
+    if (f.device == "auto") {
+      c->set_device(v1::DEVICE_KIND_UNSPECIFIED);
+    } else if (f.device == "cpu") {
+      c->set_device(v1::DEVICE_KIND_CPU);
+    } else if (f.device == "cuda") {
+      c->set_device(v1::DEVICE_KIND_CUDA);
+    } else {
+      return Usage(absl::StrCat("--device: '", f.device, "' is not a device (allowed: auto|cpu|cuda)"));
+    }
+  }
+  if (f.tf32) c->set_tf32(*f.tf32);
+  if (f.channels_last) c->set_channels_last(*f.channels_last);
+  if (f.bf16) c->set_bf16(*f.bf16);
+  if (f.fused) c->set_fused(*f.fused);
+  if (f.metrics) c->set_metrics(true);
+
+  // The server's own rules, on a copy with defaults filled, so a refusal names the flag here.
+  for (const std::string& p : req.presets()) {
+    v1::WorkloadConfig check = *c;
+    check.set_preset(p);
+    config::ApplyDefaults(&check);
+    if (absl::Status s = config::Validate(check); !s.ok()) return ToFlagMessage(s);
+  }
+  return cmd;
+}
+
+std::string EndWithNewline(std::string text) {
+  if (text.empty() || text.back() != '\n') text += '\n';
+  return text;
+}
+
+CLI::Option* AddFormat(CLI::App* app, std::string* target, const std::string& allowed) {
+  return app->add_option("--format", *target, "output format: " + allowed + " (default table)")->type_name("FORMAT");
+}
+
+}  // namespace
+
+std::string OutputFormatName(OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kTable: return "table";
+    case OutputFormat::kJson: return "json";
+    case OutputFormat::kCsv: return "csv";
+  }
+  return "table";
+}
+
+EnvLookup ProcessEnv() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+absl::Status ValidateServerAddress(absl::string_view address, absl::string_view source) {
+  const std::string shown(address);
+  if (absl::StartsWith(address, "unix:")) {
+    if (address.size() == 5) return Usage(absl::StrCat(source, ": '", shown, "' has no socket path (expected unix:PATH)"));
+    return absl::OkStatus();
+  }
+  const size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) {
+    return Usage(absl::StrCat(source, ": '", shown, "' is not HOST:PORT (e.g. 127.0.0.1:7000, [::1]:7000, server.example.org:443)"));
+  }
+  absl::string_view host = address.substr(0, colon);
+  if (absl::StartsWith(host, "[") != absl::EndsWith(host, "]") ||
+      (host.find(':') != absl::string_view::npos && !absl::StartsWith(host, "["))) {
+    return Usage(absl::StrCat(source, ": '", shown, "' is not HOST:PORT (write IPv6 addresses as [addr]:port)"));
+  }
+  int port = 0;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 || port > 65535) {
+    return Usage(absl::StrCat(source, ": '", shown, "' has no valid port (allowed 1..65535)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, const EnvLookup& env) {
+  Command out;
+  CLI::App app{"medprof: submit Med-DDPM profiling studies to a medprof server and read the results", "medprof"};
+  app.fallthrough();  // global flags are accepted after the command too
+  app.require_subcommand(0, 1);
+  app.set_version_flag("--version", std::string("medprof ") + kVersionLine);
+  app.footer(
+      "Environment: MEDPROF_SERVER (address, --server wins), MEDPROF_TOKEN or MEDPROF_TOKEN_FILE "
+      "(bearer token).\nExit codes: 0 ok, 1 usage error, 2 server or connection error, 3 a job failed.");
+
+  std::string server, tls_ca, timeout;
+  CLI::Option* server_opt = app.add_option("--server", server, std::string("server address HOST:PORT (default ") + kDefaultServer + ", or MEDPROF_SERVER)")->type_name("HOST:PORT");
+  app.add_option("--tls-ca", tls_ca, "PEM file of the CA of the server certificate (TLS; system roots otherwise)")->type_name("FILE");
+  CLI::Option* timeout_opt = app.add_option("--timeout-s", timeout, "deadline of each call in seconds, 1..3600 (default 30)")->type_name("N");
+
+  // submit
+  SubmitFlags sf;
+  CLI::App* submit = app.add_subcommand("submit", "submit a study: presets x targets x repeats jobs");
+  submit->add_option("--presets", sf.presets, "comma-separated presets: " + config::PresetList())
+      ->type_name("P,P..")
+      ->required()->delimiter(',')->allow_extra_args(false);
+  submit->add_option("--target", sf.targets, "target selector, e.g. gpu=h100 or arch=9.0,site=tacc (repeatable; none = any agent)")
+      ->type_name("SELECTOR")
+      ->allow_extra_args(false);
+  submit->add_option("--name", sf.name, "study label (at most 200 characters)")->type_name("TEXT");
+  submit->add_option("--volume", sf.volume, "cubic volume edge in voxels (8..512)")->type_name("N");
+  submit->add_option("--depth", sf.depth, "volume depth override")->type_name("N");
+  submit->add_option("--height", sf.height, "volume height override")->type_name("N");
+  submit->add_option("--width", sf.width, "volume width override")->type_name("N");
+  submit->add_option("--steps", sf.steps, "measured steps (1..100000)")->type_name("N");
+  submit->add_option("--warmup", sf.warmup, "warm-up steps (0..1000)")->type_name("N");
+  submit->add_option("--phase", sf.phase, "train|forward|sample")->type_name("PHASE");
+  submit->add_option("--repeats", sf.repeats, "jobs per preset and target (1..100)")->type_name("N");
+  submit->add_option("--batch", sf.batch, "batch size (1..64)")->type_name("N");
+  submit->add_option("--base-channels", sf.base_channels, "model base width (4..512)")->type_name("N");
+  submit->add_option("--channel-mult", sf.channel_mult, "width multipliers per level, e.g. 1,2")->type_name("N,N..");
+  submit->add_option("--res-blocks", sf.res_blocks, "ResBlocks per level (1..4)")->type_name("N");
+  submit->add_option("--attention-ds", sf.attention_ds, "downsampling factors with attention, e.g. 8")->type_name("N,N..");
+  submit->add_option("--in-channels", sf.in_channels, "input channels (1..16)")->type_name("N");
+  submit->add_option("--out-channels", sf.out_channels, "output channels (1..16)")->type_name("N");
+  submit->add_option("--groups", sf.groups, "GroupNorm groups (1..64)")->type_name("N");
+  submit->add_option("--grad-accum", sf.grad_accum, "gradient accumulation (1..64)")->type_name("N");
+  submit->add_option("--learning-rate", sf.learning_rate, "Adam learning rate (0, 1]")->type_name("X");
+  submit->add_option("--seed", sf.seed, "seed of the synthetic inputs and weights")->type_name("N");
+  submit->add_option("--sample-steps", sf.sample_steps, "denoising steps for --phase sample (1..250)")->type_name("N");
+  submit->add_option("--device", sf.device, "auto|cpu|cuda")->type_name("DEVICE");
+  submit->add_option("--cpu-threads", sf.cpu_threads, "CPU threads (0 = LibTorch default)")->type_name("N");
+  submit->add_option("--metrics-top-k", sf.metrics_top_k, "kernels profiled by the metrics layer (0..200)")->type_name("N");
+  submit->add_option("--max-attempts", sf.max_attempts, "attempts per job (1..10)")->type_name("N");
+  submit->add_option("--timeout-s", sf.timeout_s, "per-run wall-clock limit in seconds")->type_name("N");
+  AddBoolPair(submit, "tf32", &sf.tf32, "TF32 Tensor Cores on (overrides the preset)");
+  AddBoolPair(submit, "channels-last", &sf.channels_last, "NDHWC layout on (overrides the preset)");
+  AddBoolPair(submit, "bf16", &sf.bf16, "bf16 autocast on (overrides the preset)");
+  AddBoolPair(submit, "fused", &sf.fused, "fused GroupNorm+SiLU kernels on (overrides the preset)");
+  submit->add_flag("--metrics", sf.metrics, "run the range-profiler metrics layer");
+  submit->add_flag("--wait", sf.wait, "follow the study until it ends; exit 3 if a job failed");
+  AddFormat(submit, &sf.format, "table|json|csv");
+
+  // watch
+  std::string watch_study, watch_format = "table";
+  CLI::App* watch = app.add_subcommand("watch", "follow a study live until it ends; exit 3 if a job failed");
+  watch->add_option("STUDY", watch_study, "study id")->required();
+  AddFormat(watch, &watch_format, "table|json|csv");
+
+  // studies
+  std::string studies_limit, studies_format = "table";
+  CLI::App* studies = app.add_subcommand("studies", "list studies, newest first");
+  studies->add_option("--limit", studies_limit, "at most this many (1..1000, default 50)")->type_name("N");
+  AddFormat(studies, &studies_format, "table|json|csv");
+
+  // runs
+  std::string runs_study, runs_job, runs_limit, runs_format = "table";
+  CLI::App* runs = app.add_subcommand("runs", "list runs");
+  runs->add_option("--study", runs_study, "only runs of this study")->type_name("STUDY");
+  runs->add_option("--job", runs_job, "only runs of this job")->type_name("JOB");
+  runs->add_option("--limit", runs_limit, "at most this many (1..10000, default 100)")->type_name("N");
+  AddFormat(runs, &runs_format, "table|json|csv");
+
+  // run
+  std::string run_id, run_format = "table";
+  CLI::App* run = app.add_subcommand("run", "one run in detail: environment, summary, step times, top ops");
+  run->add_option("RUN_ID", run_id, "run id")->required();
+  AddFormat(run, &run_format, "table|json");
+
+  // agents
+  std::string agents_format = "table";
+  CLI::App* agents = app.add_subcommand("agents", "list registered agents and their devices");
+  AddFormat(agents, &agents_format, "table|json|csv");
+
+  // cancel
+  std::string cancel_study, cancel_reason;
+  CLI::App* cancel = app.add_subcommand("cancel", "cancel every queued or running job of a study");
+  cancel->add_option("STUDY", cancel_study, "study id")->required();
+  cancel->add_option("--reason", cancel_reason, "why (stored with the cancelled jobs)")->type_name("TEXT");
+
+  // compare
+  std::string cmp_study, cmp_baseline, cmp_phase, cmp_top, cmp_format = "table";
+  CLI::App* compare = app.add_subcommand("compare", "step time and kernel mix per GPU x preset, speedup vs a baseline preset");
+  compare->add_option("STUDY", cmp_study, "study id")->required();
+  compare->add_option("--baseline", cmp_baseline, "baseline preset (default baseline)")->type_name("PRESET");
+  compare->add_option("--phase", cmp_phase, "train|forward|sample (default: every phase present)")->type_name("PHASE");
+  compare->add_option("--top-categories", cmp_top, "kernel categories listed per cell (1..12, default 3)")->type_name("N");
+  AddFormat(compare, &cmp_format, "table|json|csv");
+
+  // kernels classify
+  std::vector<std::string> classify_names;
+  CLI::App* kernels = app.add_subcommand("kernels", "kernel taxonomy tools (offline)");
+  kernels->require_subcommand(1);
+  CLI::App* classify = kernels->add_subcommand(
+      "classify", "print category<TAB>line for each kernel name (arguments, else one per stdin line; "
+                  "a line may be NAME<TAB>OP to use the LibTorch op rule)");
+  classify->add_option("NAME", classify_names, "kernel names (default: read stdin)");
+
+  std::vector<const char*> cargv;
+  cargv.reserve(argv.size());
+  for (const std::string& a : argv) cargv.push_back(a.c_str());
+  if (cargv.empty()) cargv.push_back("medprof");
+  try {
+    app.parse(static_cast<int>(cargv.size()), cargv.data());
+  } catch (const CLI::CallForHelp&) {
+    out.body = PrintCommand{EndWithNewline(app.help())};
+    return out;
+  } catch (const CLI::CallForAllHelp&) {
+    out.body = PrintCommand{EndWithNewline(app.help("", CLI::AppFormatMode::All))};
+    return out;
+  } catch (const CLI::CallForVersion& v) {
+    out.body = PrintCommand{std::string(v.what()) + "\n"};
+    return out;
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    if (e.get_name() == "RequiredError" && absl::StrContains(what, "subcommand")) {
+      return Usage(absl::StrCat("missing command under 'kernels' (allowed: classify)"));
+    }
+    return Usage(what);
+  }
+  if (app.get_subcommands().empty()) {
+    return Usage(absl::StrCat("missing command (allowed: ", kCommandList, ")"));
+  }
+
+  // Connection settings.
+  ConnectionOptions& conn = out.connection;
+  if (server_opt->count() > 0) {
+    MEDPROF_RETURN_IF_ERROR(ValidateServerAddress(server, "--server"));
+    conn.server = server;
+  } else if (std::optional<std::string> env_server = env("MEDPROF_SERVER");
+             env_server && !env_server->empty()) {
+    MEDPROF_RETURN_IF_ERROR(ValidateServerAddress(*env_server, "MEDPROF_SERVER"));
+    conn.server = *env_server;
+  }
+  conn.tls_ca_file = tls_ca;
+  if (timeout_opt->count() > 0) {
+    MEDPROF_ASSIGN_OR_RETURN(int64_t t, ParseInt("--timeout-s", timeout, 1, kMaxTimeoutS));
+    conn.timeout_s = static_cast<int>(t);
+  }
+  if (auto token = env("MEDPROF_TOKEN"); token && !token->empty()) {
+    conn.token = *token;
+  } else if (auto file = env("MEDPROF_TOKEN_FILE"); file && !file->empty()) {
+    conn.token_file = *file;
+  }
+
+  // The command.
+  if (submit->parsed()) {
+    MEDPROF_ASSIGN_OR_RETURN(SubmitCommand cmd, BuildSubmit(sf, submit));
+    out.body = std::move(cmd);
+  } else if (watch->parsed()) {
+    WatchCommand cmd;
+    cmd.study_id = watch_study;
+    MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(watch_format, kAllFormats, "watch"));
+    out.body = std::move(cmd);
+  } else if (studies->parsed()) {
+    StudiesCommand cmd;
+    MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(studies_format, kAllFormats, "studies"));
+    if (studies->get_option("--limit")->count() > 0) {
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--limit", studies_limit, 1, kMaxStudiesLimit));
+      cmd.request.set_limit(static_cast<int32_t>(v));
+    }
+    out.body = std::move(cmd);
+  } else if (runs->parsed()) {
+    RunsCommand cmd;
+    MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(runs_format, kAllFormats, "runs"));
+    cmd.request.set_study_id(runs_study);
+    cmd.request.set_job_id(runs_job);
+    if (runs->get_option("--limit")->count() > 0) {
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--limit", runs_limit, 1, kMaxRunsLimit));
+      cmd.request.set_limit(static_cast<int32_t>(v));
+    }
+    out.body = std::move(cmd);
+  } else if (run->parsed()) {
+    RunCommand cmd;
+    cmd.run_id = run_id;
+    MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(run_format, {OutputFormat::kTable, OutputFormat::kJson}, "run"));
+    out.body = std::move(cmd);
+  } else if (agents->parsed()) {
+    AgentsCommand cmd;
+    MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(agents_format, kAllFormats, "agents"));
+    out.body = std::move(cmd);
+  } else if (cancel->parsed()) {
+    CancelCommand cmd;
+    cmd.request.set_study_id(cancel_study);
+    if (cancel_reason.size() > kMaxReasonChars) {
+      return Usage(absl::StrCat("--reason: ", cancel_reason.size(), " characters (allowed at most ", kMaxReasonChars, ")"));
+    }
+    cmd.request.set_reason(cancel_reason);
+    out.body = std::move(cmd);
+  } else if (compare->parsed()) {
+    CompareCommand cmd;
+    MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(cmp_format, kAllFormats, "compare"));
+    cmd.request.set_study_id(cmp_study);
+    if (compare->get_option("--baseline")->count() > 0) {
+      if (!config::PresetFor(cmp_baseline).ok()) {
+        return Usage(absl::StrCat("--baseline: unknown preset '", cmp_baseline, "' (allowed: ", config::PresetList(), ")"));
+      }
+      cmd.request.set_baseline_preset(cmp_baseline);
+    }
+    if (compare->get_option("--phase")->count() > 0) {
+      auto phase = config::ParsePhase(cmp_phase);
+      if (!phase.ok()) return ToFlagMessage(phase.status());
+      cmd.request.set_phase(*phase);
+    }
+    if (compare->get_option("--top-categories")->count() > 0) {
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top-categories", cmp_top, 1, kMaxTopCategories));
+      cmd.request.set_top_categories(static_cast<int32_t>(v));
+    }
+    out.body = std::move(cmd);
+  } else if (classify->parsed()) {
+    out.body = ClassifyCommand{classify_names};
+  }
+  // Positional ids must not be empty strings.
+  if (auto* w = std::get_if<WatchCommand>(&out.body); w && w->study_id.empty()) return Usage("watch: STUDY must not be empty");
+  if (auto* r = std::get_if<RunCommand>(&out.body); r && r->run_id.empty()) return Usage("run: RUN_ID must not be empty");
+  if (auto* c = std::get_if<CancelCommand>(&out.body); c && c->request.study_id().empty()) return Usage("cancel: STUDY must not be empty");
+  if (auto* c = std::get_if<CompareCommand>(&out.body); c && c->request.study_id().empty()) return Usage("compare: STUDY must not be empty");
+  return out;
+}
+
+}  // namespace medprof::client

@@ -1,0 +1,136 @@
+// The `medprof` command line, parsed into a typed Command without touching the network.
+//
+// ParseCommandLine turns argv (and the environment, through an injected lookup) into one
+// Command: the connection settings plus one command body (submit, watch, studies, runs, run,
+// agents, cancel, compare, kernels classify) or a text to print (--help, --version). Every
+// refusal is INVALID_ARGUMENT with a message naming the flag and its allowed values, e.g.
+// "--format: 'xml' is not a format (allowed: table|json|csv)"; the caller exits 1 with it.
+// Workload flags are checked with the same rules the server applies (common/workload_config.h),
+// so a bad --volume is a usage error here, not a server refusal. Target selectors are passed
+// through unparsed: the server owns their grammar.
+//
+// Pure functions apart from reading nothing but the injected environment; thread-safe.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "medprof/v1/service.pb.h"
+
+namespace medprof::client {
+
+// Address used when neither --server nor MEDPROF_SERVER is given.
+inline constexpr char kDefaultServer[] = "127.0.0.1:7000";
+// Deadline of unary calls when --timeout-s is not given (seconds).
+inline constexpr int kDefaultTimeoutS = 30;
+inline constexpr int kMaxTimeoutS = 3600;
+
+enum class OutputFormat { kTable, kJson, kCsv };
+
+// "table" | "json" | "csv".
+std::string OutputFormatName(OutputFormat format);
+
+// How to reach the server. Filled by ParseCommandLine.
+struct ConnectionOptions {
+  // HOST:PORT (IPv6 as [addr]:port), or unix:PATH. --server, else MEDPROF_SERVER, else
+  // kDefaultServer.
+  std::string server = kDefaultServer;
+  // PEM file of the CA that signed the server certificate (--tls-ca). Empty = system roots
+  // when TLS is used. TLS is used for every non-loopback address, and for loopback when set.
+  std::string tls_ca_file;
+  // Deadline of each unary call, seconds (--timeout-s, 1..3600, default 30). Streams
+  // (watch) have no deadline.
+  int timeout_s = kDefaultTimeoutS;
+  // Bearer token sent as `authorization: Bearer <token>`: MEDPROF_TOKEN, else the first line
+  // of the file named by MEDPROF_TOKEN_FILE (read when connecting). Never a flag: secrets do
+  // not belong on command lines.
+  std::string token;
+  std::string token_file;
+};
+
+// `medprof submit`: the request exactly as typed (unset flags stay unset), plus --wait.
+struct SubmitCommand {
+  v1::SubmitStudyRequest request;
+  bool wait = false;
+  OutputFormat format = OutputFormat::kTable;
+};
+
+// `medprof watch STUDY`.
+struct WatchCommand {
+  std::string study_id;
+  OutputFormat format = OutputFormat::kTable;
+};
+
+// `medprof studies [--limit N]`.
+struct StudiesCommand {
+  v1::ListStudiesRequest request;
+  OutputFormat format = OutputFormat::kTable;
+};
+
+// `medprof runs [--study S] [--job J] [--limit N]`.
+struct RunsCommand {
+  v1::ListRunsRequest request;
+  OutputFormat format = OutputFormat::kTable;
+};
+
+// `medprof run RUN_ID` (table or json).
+struct RunCommand {
+  std::string run_id;
+  OutputFormat format = OutputFormat::kTable;
+};
+
+// `medprof agents`.
+struct AgentsCommand {
+  OutputFormat format = OutputFormat::kTable;
+};
+
+// `medprof cancel STUDY [--reason TEXT]`.
+struct CancelCommand {
+  v1::CancelStudyRequest request;
+};
+
+// `medprof compare STUDY [--baseline P] [--phase P] [--top-categories N]`.
+struct CompareCommand {
+  v1::CompareRequest request;
+  OutputFormat format = OutputFormat::kTable;
+};
+
+// `medprof kernels classify [NAME...]`: names from the arguments, else stdin. Offline.
+struct ClassifyCommand {
+  std::vector<std::string> names;  // empty = read stdin
+};
+
+// --help / --version: print `text` to stdout and exit 0. No server is contacted.
+struct PrintCommand {
+  std::string text;
+};
+
+using CommandBody = std::variant<SubmitCommand, WatchCommand, StudiesCommand, RunsCommand,
+                                 RunCommand, AgentsCommand, CancelCommand, CompareCommand,
+                                 ClassifyCommand, PrintCommand>;
+
+struct Command {
+  ConnectionOptions connection;
+  CommandBody body;
+};
+
+// Looks up an environment variable; nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// The process environment (getenv).
+EnvLookup ProcessEnv();
+
+// Parses argv (argv[0] is the program name). INVALID_ARGUMENT = usage error (exit 1).
+absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv,
+                                         const EnvLookup& env);
+
+// Checks a HOST:PORT / [v6]:PORT / unix:PATH address; `source` names where it came from
+// ("--server" or "MEDPROF_SERVER") in the message.
+absl::Status ValidateServerAddress(absl::string_view address, absl::string_view source);
+
+}  // namespace medprof::client

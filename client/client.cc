@@ -1,0 +1,251 @@
+#include "client/client.h"
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace medprof::client {
+namespace {
+
+// Largest response accepted (GetRun carries every kernel aggregate of a run).
+constexpr int kMaxReceiveBytes = 256 << 20;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": cannot read '", path, "': ", std::strerror(errno)));
+  }
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+// Host part of HOST:PORT / [v6]:PORT, without brackets.
+absl::string_view HostOf(absl::string_view address) {
+  const size_t colon = address.rfind(':');
+  absl::string_view host = colon == absl::string_view::npos ? address : address.substr(0, colon);
+  absl::ConsumePrefix(&host, "[");
+  absl::ConsumeSuffix(&host, "]");
+  return host;
+}
+
+}  // namespace
+
+bool IsLoopbackAddress(absl::string_view server) {
+  if (absl::StartsWith(server, "unix:")) return true;
+  absl::ConsumePrefix(&server, "dns:///");
+  absl::ConsumePrefix(&server, "ipv4:");
+  absl::ConsumePrefix(&server, "ipv6:");
+  const std::string host(HostOf(server));
+  if (absl::AsciiStrToLower(host) == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    return std::memcmp(&v6, &in6addr_loopback, sizeof(v6)) == 0;
+  }
+  return false;
+}
+
+bool UsesTls(const ConnectionOptions& options) {
+  return !options.tls_ca_file.empty() || !IsLoopbackAddress(options.server);
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view server,
+                            absl::string_view call, int timeout_s) {
+  if (status.ok()) return absl::OkStatus();
+  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  const std::string code_name = absl::StatusCodeToString(code);
+  std::string detail = status.error_message();
+  if (detail.empty()) detail = "(no message)";
+  std::string message;
+  switch (code) {
+    case absl::StatusCode::kUnavailable:
+      message = absl::StrCat("server ", server, " unreachable (", code_name, "): ", detail);
+      break;
+    case absl::StatusCode::kDeadlineExceeded:
+      message = absl::StrCat("server ", server, ": ", call, " got no answer within ", timeout_s,
+                             " s (", code_name, "): ", detail, " (raise --timeout-s)");
+      break;
+    case absl::StatusCode::kUnauthenticated:
+      message = absl::StrCat("server ", server, ": ", call, " refused (", code_name, "): ", detail,
+                             " (set MEDPROF_TOKEN or MEDPROF_TOKEN_FILE)");
+      break;
+    default:
+      message = absl::StrCat("server ", server, ": ", call, " failed (", code_name, "): ", detail);
+  }
+  return absl::Status(code, message);
+}
+
+absl::StatusOr<std::unique_ptr<MedprofClient>> MedprofClient::Connect(
+    const ConnectionOptions& options) {
+  ConnectionOptions opts = options;
+  if (opts.token.empty() && !opts.token_file.empty()) {
+    auto token = ReadFile(opts.token_file, "MEDPROF_TOKEN_FILE");
+    if (!token.ok()) return token.status();
+    std::string first_line = token->substr(0, token->find('\n'));
+    opts.token = std::string(absl::StripAsciiWhitespace(first_line));
+    if (opts.token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MEDPROF_TOKEN_FILE: '", opts.token_file, "' holds no token on its first line"));
+    }
+  }
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (UsesTls(opts)) {
+    grpc::SslCredentialsOptions ssl;
+    if (!opts.tls_ca_file.empty()) {
+      auto pem = ReadFile(opts.tls_ca_file, "--tls-ca");
+      if (!pem.ok()) return pem.status();
+      if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--tls-ca: '", opts.tls_ca_file, "' holds no PEM certificate"));
+      }
+      ssl.pem_root_certs = *pem;
+    }
+    creds = grpc::SslCredentials(ssl);
+  } else {
+    creds = grpc::InsecureChannelCredentials();
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxReceiveBytes);
+  args.SetString(GRPC_ARG_PRIMARY_USER_AGENT_STRING, "medprof-cli");
+  auto channel = grpc::CreateCustomChannel(opts.server, creds, args);
+  return std::unique_ptr<MedprofClient>(new MedprofClient(std::move(channel), std::move(opts)));
+}
+
+std::unique_ptr<MedprofClient> MedprofClient::ForChannel(std::shared_ptr<grpc::Channel> channel,
+                                                         const ConnectionOptions& options) {
+  return std::unique_ptr<MedprofClient>(new MedprofClient(std::move(channel), options));
+}
+
+MedprofClient::MedprofClient(std::shared_ptr<grpc::Channel> channel, ConnectionOptions options)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      stub_(v1::MedprofService::NewStub(channel_)) {}
+
+void MedprofClient::Prepare(grpc::ClientContext* context, bool with_deadline) const {
+  if (with_deadline) {
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::seconds(options_.timeout_s));
+  }
+  if (!options_.token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + options_.token);
+  }
+}
+
+absl::Status MedprofClient::Map(const grpc::Status& status, absl::string_view call) const {
+  return FromGrpcStatus(status, options_.server, call, options_.timeout_s);
+}
+
+absl::StatusOr<v1::SubmitStudyResponse> MedprofClient::SubmitStudy(
+    const v1::SubmitStudyRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::SubmitStudyResponse response;
+  if (absl::Status s = Map(stub_->SubmitStudy(&ctx, request, &response), "SubmitStudy"); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::Study> MedprofClient::GetStudy(const std::string& study_id) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::GetStudyRequest request;
+  request.set_study_id(study_id);
+  v1::Study response;
+  if (absl::Status s = Map(stub_->GetStudy(&ctx, request, &response), "GetStudy"); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::ListStudiesResponse> MedprofClient::ListStudies(
+    const v1::ListStudiesRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::ListStudiesResponse response;
+  if (absl::Status s = Map(stub_->ListStudies(&ctx, request, &response), "ListStudies"); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::CancelStudyResponse> MedprofClient::CancelStudy(
+    const v1::CancelStudyRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::CancelStudyResponse response;
+  if (absl::Status s = Map(stub_->CancelStudy(&ctx, request, &response), "CancelStudy"); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::ListRunsResponse> MedprofClient::ListRuns(const v1::ListRunsRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::ListRunsResponse response;
+  if (absl::Status s = Map(stub_->ListRuns(&ctx, request, &response), "ListRuns"); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::Run> MedprofClient::GetRun(const std::string& run_id) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::GetRunRequest request;
+  request.set_run_id(run_id);
+  v1::Run response;
+  if (absl::Status s = Map(stub_->GetRun(&ctx, request, &response), "GetRun"); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::CompareResponse> MedprofClient::Compare(const v1::CompareRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::CompareResponse response;
+  if (absl::Status s = Map(stub_->Compare(&ctx, request, &response), "Compare"); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::ListAgentsResponse> MedprofClient::ListAgents() {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::ListAgentsResponse response;
+  if (absl::Status s = Map(stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &response), "ListAgents"); !s.ok()) return s;
+  return response;
+}
+
+absl::Status MedprofClient::WatchStudy(
+    const std::string& study_id, const std::function<void(const v1::StudyEvent&)>& on_event) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, false);
+  v1::WatchStudyRequest request;
+  request.set_study_id(study_id);
+  std::unique_ptr<grpc::ClientReader<v1::StudyEvent>> reader = stub_->WatchStudy(&ctx, request);
+  v1::StudyEvent event;
+  bool finished = false;
+  while (reader->Read(&event)) {
+    on_event(event);
+    if (event.study_finished()) {
+      finished = true;
+      ctx.TryCancel();  // the server ends the stream anyway; do not wait on it
+      break;
+    }
+  }
+  grpc::Status status = reader->Finish();
+  if (finished) return absl::OkStatus();
+  if (!status.ok()) return Map(status, "WatchStudy");
+  return absl::UnavailableError(absl::StrCat(
+      "server ", options_.server, ": WatchStudy stream ended before study ", study_id,
+      " finished (UNAVAILABLE)"));
+}
+
+}  // namespace medprof::client

@@ -1,0 +1,197 @@
+#include "client/commands.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "client/format.h"
+#include "client/progress.h"
+#include "common/kernel_taxonomy.h"
+
+namespace medprof::client {
+namespace {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+int ServerError(const CliIo& io, const absl::Status& s) {
+  *io.err << "medprof: " << s.message() << "\n";
+  return kExitServer;
+}
+
+// Follows a study to its end, prints its final state and reports failed jobs.
+int WatchToEnd(MedprofClient& client, const std::string& study_id, OutputFormat format,
+               const std::vector<std::string>& warnings, const CliIo& io, const WatchPolicy& policy) {
+  absl::StatusOr<v1::Study> study = client.GetStudy(study_id);
+  if (!study.ok()) return ServerError(io, study.status());
+
+  ProgressView view(io.err, io.err_is_tty, io.width);
+  view.Start(study_id, study->jobs());
+  if (study->state() != v1::STUDY_ACTIVE && study->state() != v1::STUDY_STATE_UNSPECIFIED) {
+    // Already over: no events to wait for.
+  } else {
+    int failures_in_a_row = 0;
+    absl::Duration backoff = policy.first_backoff;
+    while (true) {
+      absl::Status s = client.WatchStudy(study_id, [&](const v1::StudyEvent& e) {
+        if (view.OnEvent(e)) {
+          failures_in_a_row = 0;
+          backoff = policy.first_backoff;
+        }
+      });
+      if (s.ok()) break;
+      if (s.code() != absl::StatusCode::kUnavailable || failures_in_a_row >= policy.max_reconnects) {
+        view.Finish();
+        return ServerError(io, s);
+      }
+      ++failures_in_a_row;
+      view.Note(absl::StrCat("medprof: ", s.message(), "; reconnecting in ",
+                             absl::FormatDuration(backoff), " (", failures_in_a_row, "/",
+                             policy.max_reconnects, ")"));
+      absl::SleepFor(backoff);
+      backoff = std::min(backoff * 2, policy.max_backoff);
+    }
+  }
+  view.Finish();
+
+  absl::StatusOr<v1::Study> final_state = client.GetStudy(study_id);
+  if (!final_state.ok()) return ServerError(io, final_state.status());
+  *io.out << FormatStudy(*final_state, format, warnings);
+  io.out->flush();
+  int failed = 0;
+  for (const v1::Job& j : final_state->jobs()) {
+    if (j.state() != v1::JOB_FAILED) continue;
+    ++failed;
+    *io.err << "medprof: job " << j.job_id() << " (" << j.preset() << ", " << TargetLabel(j.target())
+            << ") failed: " << (j.error().empty() ? "(no cause reported)" : j.error()) << "\n";
+  }
+  return failed > 0 ? kExitJobFailed : kExitOk;
+}
+
+int DoSubmit(const SubmitCommand& cmd, MedprofClient& client, const CliIo& io, const WatchPolicy& policy) {
+  absl::StatusOr<v1::SubmitStudyResponse> r = client.SubmitStudy(cmd.request);
+  if (!r.ok()) return ServerError(io, r.status());
+  // JSON keeps warnings in its document; table and CSV print them to stderr.
+  if (cmd.format != OutputFormat::kJson) {
+    for (const std::string& w : r->warnings()) *io.err << "medprof: warning: " << w << "\n";
+  }
+  // With --wait, JSON and CSV print one document at the end; the table also says what was queued.
+  if (!cmd.wait || cmd.format == OutputFormat::kTable) {
+    *io.out << FormatSubmit(*r, cmd.format);
+    io.out->flush();
+  }
+  if (!cmd.wait) return kExitOk;
+  return WatchToEnd(client, r->study_id(), cmd.format, {r->warnings().begin(), r->warnings().end()}, io, policy);
+}
+
+}  // namespace
+
+void ClassifyLines(std::istream& in, std::ostream& out) {
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t tab = line.find('\t');
+    const std::string name(absl::StripAsciiWhitespace(line.substr(0, tab)));
+    std::string op;
+    if (tab != std::string::npos) {
+      const std::string rest = line.substr(tab + 1);
+      op = std::string(absl::StripAsciiWhitespace(rest.substr(0, rest.find('\t'))));
+    }
+    const taxonomy::Category c = name.empty() ? taxonomy::Category::kOther : taxonomy::ClassifyKernel(name, op);
+    out << taxonomy::CategoryName(c) << '\t' << line << '\n';
+  }
+  out.flush();
+}
+
+int Execute(const Command& command, MedprofClient* client, const CliIo& io, const WatchPolicy& policy) {
+  return std::visit(
+      Overloaded{
+          [&](const PrintCommand& c) {
+            *io.out << c.text;
+            return kExitOk;
+          },
+          [&](const ClassifyCommand& c) {
+            if (c.names.empty()) {
+              ClassifyLines(*io.in, *io.out);
+            } else {
+              for (const std::string& n : c.names) {
+                *io.out << taxonomy::CategoryName(taxonomy::ClassifyKernel(n)) << '\t' << n << '\n';
+              }
+            }
+            return kExitOk;
+          },
+          [&](const SubmitCommand& c) { return DoSubmit(c, *client, io, policy); },
+          [&](const WatchCommand& c) {
+            return WatchToEnd(*client, c.study_id, c.format, {}, io, policy);
+          },
+          [&](const StudiesCommand& c) {
+            auto r = client->ListStudies(c.request);
+            if (!r.ok()) return ServerError(io, r.status());
+            *io.out << FormatStudies(*r, c.format);
+            return kExitOk;
+          },
+          [&](const RunsCommand& c) {
+            auto r = client->ListRuns(c.request);
+            if (!r.ok()) return ServerError(io, r.status());
+            *io.out << FormatRuns(*r, c.format);
+            return kExitOk;
+          },
+          [&](const RunCommand& c) {
+            auto r = client->GetRun(c.run_id);
+            if (!r.ok()) return ServerError(io, r.status());
+            *io.out << FormatRun(*r, c.format);
+            return kExitOk;
+          },
+          [&](const AgentsCommand& c) {
+            auto r = client->ListAgents();
+            if (!r.ok()) return ServerError(io, r.status());
+            *io.out << FormatAgents(*r, c.format, absl::ToUnixMillis(absl::Now()));
+            return kExitOk;
+          },
+          [&](const CancelCommand& c) {
+            auto r = client->CancelStudy(c.request);
+            if (!r.ok()) return ServerError(io, r.status());
+            *io.out << "study " << c.request.study_id() << ": " << r->jobs_cancelled()
+                    << (r->jobs_cancelled() == 1 ? " job" : " jobs") << " cancelled\n";
+            return kExitOk;
+          },
+          [&](const CompareCommand& c) {
+            auto r = client->Compare(c.request);
+            if (!r.ok()) return ServerError(io, r.status());
+            *io.out << FormatCompare(*r, c.format);
+            return kExitOk;
+          },
+      },
+      command.body);
+}
+
+int RunCli(const std::vector<std::string>& argv, const EnvLookup& env, const CliIo& io,
+           const WatchPolicy& policy) {
+  absl::StatusOr<Command> command = ParseCommandLine(argv, env);
+  if (!command.ok()) {
+    *io.err << "medprof: " << command.status().message() << "\n"
+            << "Run 'medprof --help' (or 'medprof <command> --help') for usage.\n";
+    return kExitUsage;
+  }
+  if (std::holds_alternative<PrintCommand>(command->body) ||
+      std::holds_alternative<ClassifyCommand>(command->body)) {
+    return Execute(*command, nullptr, io, policy);
+  }
+  absl::StatusOr<std::unique_ptr<MedprofClient>> client = MedprofClient::Connect(command->connection);
+  if (!client.ok()) {
+    *io.err << "medprof: " << client.status().message() << "\n";
+    return kExitUsage;
+  }
+  const int code = Execute(*command, client->get(), io, policy);
+  io.out->flush();
+  return code;
+}
+
+}  // namespace medprof::client

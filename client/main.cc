@@ -1,0 +1,25 @@
+// medprof: the command-line client. Wiring only; see client/commands.h.
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "client/commands.h"
+
+int main(int argc, char** argv) {
+  std::ios::sync_with_stdio(true);
+  std::vector<std::string> args(argv, argv + argc);
+  medprof::client::CliIo io;
+  io.in = &std::cin;
+  io.out = &std::cout;
+  io.err = &std::cerr;
+  io.err_is_tty = isatty(STDERR_FILENO) == 1;
+  if (io.err_is_tty) {
+    winsize ws{};
+    // One column less than the terminal, so a full line never wraps and breaks the redraw.
+    io.width = (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20) ? ws.ws_col - 1 : 99;
+  }
+  return medprof::client::RunCli(args, medprof::client::ProcessEnv(), io);
+}

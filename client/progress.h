@@ -1,0 +1,100 @@
+// Live progress of a study: per-job state from WatchStudy events, and its rendering.
+//
+// ProgressTracker folds StudyEvents into one JobProgress per job, keeping the jobs in the
+// order they were registered (the study's job order) and ignoring events it has already seen
+// (event_id not above the last one applied: the server replays a study's events from the
+// start when a watch reconnects). ProgressView writes the tracker to a stream: on a terminal
+// it redraws one line per job in place (ANSI cursor movement; preset, target, state, stage,
+// step/total, bar); otherwise it appends a plain line whenever a job's state or stage
+// changes, a message arrives, or its step crosses a tenth of the stage.
+//
+// Neither class is thread-safe; the watch loop owns them on one thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "medprof/v1/service.pb.h"
+
+namespace medprof::client {
+
+struct JobProgress {
+  std::string job_id;
+  std::string preset;   // "?" for a job the study listing did not name
+  std::string target;   // selector as submitted; "" = any agent
+  int repeat = 0;
+  v1::JobState state = v1::JOB_QUEUED;
+  std::string run_id;
+  std::string stage;    // "setup" | "warmup" | "measure" | "metrics" | "done" | ""
+  int step = 0;
+  int total = 0;
+  std::string message;  // latest event message (e.g. the failure cause)
+};
+
+class ProgressTracker {
+ public:
+  // Registers jobs (in this order) before events arrive; a known job is updated in place.
+  void AddJobs(const google::protobuf::RepeatedPtrField<v1::Job>& jobs);
+
+  // Applies one event; false when it was already applied (duplicate after a reconnect).
+  bool Apply(const v1::StudyEvent& event);
+
+  const std::vector<JobProgress>& jobs() const { return jobs_; }
+  const JobProgress* Find(const std::string& job_id) const;
+  int Count(v1::JobState state) const;
+  bool finished() const { return finished_; }
+  int64_t last_event_id() const { return last_event_id_; }
+
+ private:
+  JobProgress* FindOrAdd(const std::string& job_id);
+
+  std::vector<JobProgress> jobs_;
+  int64_t last_event_id_ = 0;
+  bool any_event_ = false;
+  bool finished_ = false;
+};
+
+// "[#####---------------]" with `cells` cells; full for total <= 0 only when `done`.
+std::string RenderBar(int step, int total, int cells, bool done);
+
+// The terminal block: a summary line ("study <id>: 1 running, 2 queued, 1 succeeded"), then
+// one aligned line per job. Each line is clipped to `width` code points (0 = no clipping).
+std::vector<std::string> RenderProgressLines(const std::string& study_id,
+                                             const ProgressTracker& tracker, int width);
+
+// A line for logs: "job <id> <preset> <target|any>: <state>[ <stage> <step>/<total>][: message]".
+std::string RenderPlainLine(const JobProgress& job);
+
+class ProgressView {
+ public:
+  // `out` is borrowed and must outlive the view. `tty` selects in-place redraw; `width` is the
+  // terminal width used to clip lines (0 = no clipping).
+  ProgressView(std::ostream* out, bool tty, int width);
+
+  // Starts the view with the study's jobs (draws the first block on a terminal).
+  void Start(const std::string& study_id,
+             const google::protobuf::RepeatedPtrField<v1::Job>& jobs);
+  // Applies an event and renders it; false when the event was a duplicate.
+  bool OnEvent(const v1::StudyEvent& event);
+  // Prints a note (e.g. "reconnecting") without breaking the live block.
+  void Note(const std::string& text);
+  // Ends the live block (the cursor stays below it).
+  void Finish();
+
+  const ProgressTracker& tracker() const { return tracker_; }
+
+ private:
+  void Redraw();
+
+  std::ostream* out_;
+  bool tty_;
+  int width_;
+  std::string study_id_;
+  ProgressTracker tracker_;
+  int lines_drawn_ = 0;
+};
+
+}  // namespace medprof::client
