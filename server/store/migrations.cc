@@ -1,0 +1,238 @@
+#include "server/store/migrations.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace medprof::server {
+namespace {
+
+// Version 1: the job queue — agents, studies, jobs, runs and the study event log.
+constexpr char kV1[] = R"sql(
+CREATE TABLE agents (
+  agent_id            TEXT PRIMARY KEY,
+  name                TEXT NOT NULL UNIQUE,
+  host                TEXT NOT NULL DEFAULT '',
+  version             TEXT NOT NULL DEFAULT '',
+  max_concurrent_jobs INTEGER NOT NULL DEFAULT 1,
+  draining            INTEGER NOT NULL DEFAULT 0,
+  registered_unix_ms  INTEGER NOT NULL,
+  last_seen_unix_ms   INTEGER NOT NULL
+);
+CREATE TABLE agent_devices (
+  agent_id            TEXT NOT NULL REFERENCES agents(agent_id) ON DELETE CASCADE,
+  position            INTEGER NOT NULL,
+  device_index        INTEGER NOT NULL,
+  kind                TEXT NOT NULL,
+  name                TEXT NOT NULL DEFAULT '',
+  uuid                TEXT NOT NULL DEFAULT '',
+  compute_capability  TEXT NOT NULL DEFAULT '',
+  memory_bytes        INTEGER NOT NULL DEFAULT 0,
+  driver_version      TEXT NOT NULL DEFAULT '',
+  cuda_driver_version TEXT NOT NULL DEFAULT '',
+  mig_enabled         INTEGER NOT NULL DEFAULT 0,
+  ecc_enabled         INTEGER NOT NULL DEFAULT 0,
+  counters_admin_only INTEGER NOT NULL DEFAULT 0,
+  sm_count            INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (agent_id, position)
+);
+CREATE TABLE agent_labels (
+  agent_id TEXT NOT NULL REFERENCES agents(agent_id) ON DELETE CASCADE,
+  key      TEXT NOT NULL,
+  value    TEXT NOT NULL,
+  PRIMARY KEY (agent_id, key)
+);
+CREATE TABLE studies (
+  seq              INTEGER PRIMARY KEY AUTOINCREMENT,
+  study_id         TEXT NOT NULL UNIQUE,
+  name             TEXT NOT NULL DEFAULT '',
+  project          TEXT NOT NULL DEFAULT '',
+  created_unix_ms  INTEGER NOT NULL,
+  cancelled        INTEGER NOT NULL DEFAULT 0,
+  cancel_reason    TEXT NOT NULL DEFAULT '',
+  finished_unix_ms INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE jobs (
+  seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id          TEXT NOT NULL UNIQUE,
+  study_id        TEXT NOT NULL REFERENCES studies(study_id),
+  preset          TEXT NOT NULL,
+  target          TEXT NOT NULL DEFAULT '',
+  repeat          INTEGER NOT NULL,
+  state           TEXT NOT NULL,
+  attempts        INTEGER NOT NULL DEFAULT 0,
+  max_attempts    INTEGER NOT NULL,
+  timeout_s       INTEGER NOT NULL,
+  error           TEXT NOT NULL DEFAULT '',
+  config_json     TEXT NOT NULL,
+  current_run_id  TEXT NOT NULL DEFAULT '',
+  progress_json   TEXT NOT NULL DEFAULT '',
+  created_unix_ms INTEGER NOT NULL,
+  updated_unix_ms INTEGER NOT NULL
+);
+CREATE INDEX jobs_by_study ON jobs(study_id, seq);
+CREATE INDEX jobs_by_state ON jobs(state, seq);
+CREATE TABLE runs (
+  seq                   INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id                TEXT NOT NULL UNIQUE,
+  job_id                TEXT NOT NULL REFERENCES jobs(job_id),
+  study_id              TEXT NOT NULL,
+  agent_id              TEXT NOT NULL,
+  attempt               INTEGER NOT NULL,
+  device_index          INTEGER NOT NULL,
+  state                 TEXT NOT NULL,
+  lease_expires_unix_ms INTEGER NOT NULL,
+  started_unix_ms       INTEGER NOT NULL,
+  finished_unix_ms      INTEGER NOT NULL DEFAULT 0,
+  error                 TEXT NOT NULL DEFAULT '',
+  stderr_tail           TEXT NOT NULL DEFAULT '',
+  exit_code             INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_by_job ON runs(job_id, seq);
+CREATE INDEX runs_by_study ON runs(study_id, seq);
+CREATE INDEX runs_by_agent ON runs(agent_id, state);
+CREATE INDEX runs_by_lease ON runs(state, lease_expires_unix_ms);
+CREATE TABLE events (
+  event_id       INTEGER PRIMARY KEY AUTOINCREMENT,
+  study_id       TEXT NOT NULL,
+  job_id         TEXT NOT NULL DEFAULT '',
+  run_id         TEXT NOT NULL DEFAULT '',
+  job_state      TEXT NOT NULL DEFAULT '',
+  progress_json  TEXT NOT NULL DEFAULT '',
+  message        TEXT NOT NULL DEFAULT '',
+  unix_ms        INTEGER NOT NULL,
+  study_finished INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX events_by_study ON events(study_id, event_id);
+)sql";
+
+// Version 2: result storage — the run's worker-reported columns, the uploaded-chunk ledger
+// that makes uploads idempotent, and the per-run step/op/kernel/metric rows.
+constexpr char kV2[] = R"sql(
+ALTER TABLE runs ADD COLUMN error_kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN effective_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN environment_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN summary_json TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN gpu_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN backend TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN parameters INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN worker_started_unix_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN kernels_dropped INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN chunks_through INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE run_chunks (
+  run_id           TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  seq              INTEGER NOT NULL,
+  kind             TEXT NOT NULL,
+  received_unix_ms INTEGER NOT NULL,
+  PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE run_steps (
+  run_id        TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  phase         INTEGER NOT NULL,
+  step          INTEGER NOT NULL,
+  wall_ns       INTEGER NOT NULL,
+  device_ns     INTEGER NOT NULL,
+  loss          REAL NOT NULL,
+  phase_ns_json TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX run_steps_by_run ON run_steps(run_id);
+CREATE TABLE run_ops (
+  run_id   TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  name     TEXT NOT NULL,
+  phase    TEXT NOT NULL,
+  category TEXT NOT NULL,
+  count    INTEGER NOT NULL,
+  total_ns INTEGER NOT NULL,
+  self_ns  INTEGER NOT NULL
+);
+CREATE INDEX run_ops_by_run ON run_ops(run_id);
+CREATE TABLE run_kernels (
+  run_id                TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  name                  TEXT NOT NULL,
+  op                    TEXT NOT NULL,
+  phase                 TEXT NOT NULL,
+  category              TEXT NOT NULL,
+  count                 INTEGER NOT NULL,
+  total_ns              INTEGER NOT NULL,
+  min_ns                INTEGER NOT NULL,
+  max_ns                INTEGER NOT NULL,
+  grid                  TEXT NOT NULL DEFAULT '',
+  block                 TEXT NOT NULL DEFAULT '',
+  registers             INTEGER NOT NULL DEFAULT 0,
+  shared_bytes          INTEGER NOT NULL DEFAULT 0,
+  theoretical_occupancy REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX run_kernels_by_run ON run_kernels(run_id);
+CREATE TABLE run_metrics (
+  run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  scope  TEXT NOT NULL,
+  name   TEXT NOT NULL,
+  value  REAL NOT NULL,
+  unit   TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX run_metrics_by_run ON run_metrics(run_id);
+)sql";
+
+absl::StatusOr<int> CurrentVersion(Db& db) {
+  MEDPROF_RETURN_IF_ERROR(db.ExecScript(
+      "CREATE TABLE IF NOT EXISTS schema_version ("
+      " version INTEGER PRIMARY KEY, description TEXT NOT NULL, applied_unix_ms INTEGER NOT NULL)"));
+  MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db.Prepare("SELECT COALESCE(MAX(version), 0) FROM schema_version"));
+  MEDPROF_ASSIGN_OR_RETURN(bool row, st->Step());
+  return row ? static_cast<int>(st->Int(0)) : 0;
+}
+
+absl::Status Apply(Db& db, const Migration& m, int64_t now_unix_ms) {
+  MEDPROF_RETURN_IF_ERROR(db.ExecScript("BEGIN IMMEDIATE"));
+  absl::Status s = db.ExecScript(m.sql);
+  if (s.ok()) {
+    auto st = db.Prepare("INSERT INTO schema_version (version, description, applied_unix_ms) VALUES (?1, ?2, ?3)");
+    s = st.ok() ? st.value()->BindAll(m.version, m.description, now_unix_ms) : st.status();
+    if (s.ok()) s = st.value()->Run();
+  }
+  if (s.ok()) s = db.ExecScript("COMMIT");
+  if (!s.ok()) {
+    (void)db.ExecScript("ROLLBACK");  // the migration's own error is the one to report
+    return Annotate(s, absl::StrCat("applying schema migration ", m.version, " (", m.description, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const std::vector<Migration>& Migrations() {
+  static const std::vector<Migration> migrations = {
+      {1, "job queue: agents, studies, jobs, runs, events", kV1},
+      {2, "result storage: run results, upload ledger, steps, ops, kernels, metrics", kV2},
+  };
+  return migrations;
+}
+
+int LatestSchemaVersion() { return Migrations().back().version; }
+
+absl::StatusOr<int> Migrate(Db& db, int target_version, int64_t now_unix_ms) {
+  const int latest = LatestSchemaVersion();
+  if (target_version == 0) target_version = latest;
+  if (target_version < 0 || target_version > latest) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("schema version ", target_version, " is out of range (allowed 1..", latest, ")"));
+  }
+  MEDPROF_ASSIGN_OR_RETURN(int current, CurrentVersion(db));
+  if (current > latest) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the database is at schema version ", current, " but this medprof-server knows versions up to ", latest,
+        ": run a newer medprof-server (or restore a backup made by this version)"));
+  }
+  if (current > target_version) {
+    return absl::FailedPreconditionError(absl::StrCat("the database is at schema version ", current,
+                                                      ", above the requested version ", target_version,
+                                                      " (there are no down-migrations)"));
+  }
+  for (const Migration& m : Migrations()) {
+    if (m.version <= current || m.version > target_version) continue;
+    MEDPROF_RETURN_IF_ERROR(Apply(db, m, now_unix_ms));
+    current = m.version;
+  }
+  return current;
+}
+
+}  // namespace medprof::server
