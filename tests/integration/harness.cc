@@ -8,14 +8,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <regex>
+#include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/result_stream.h"
 #include "gtest/gtest.h"
 
 namespace medprof::itest {
@@ -247,7 +251,10 @@ absl::StatusOr<std::unique_ptr<Process>> StartAgent(const std::string& server_ad
                                                     const std::string& name,
                                                     const std::vector<std::string>& extra_args) {
   std::vector<std::string> argv = {BinPath("medprof-agent"), "--server", server_address, "--work-dir", work_dir,
-                                   "--name", name, "--worker", BinPath("medprof-worker")};
+                                   "--name", name};
+  if (std::find(extra_args.begin(), extra_args.end(), "--worker") == extra_args.end()) {
+    argv.insert(argv.end(), {"--worker", BinPath("medprof-worker")});
+  }
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   fs::create_directories(work_dir);
   return Process::Start(argv, {{"OMP_NUM_THREADS", "1"}}, work_dir + "/agent.log");
@@ -262,6 +269,38 @@ CommandResult Cli(const std::string& server_address, const std::vector<std::stri
 
 std::vector<std::string> TinyModelFlags() {
   return {"--volume", "16", "--base-channels", "8", "--channel-mult", "1,2", "--device", "cpu", "--threads", "1"};
+}
+
+std::string WriteTapWorker(const std::string& dir) {
+  const std::string path = dir + "/tap-worker.sh";
+  std::ofstream f(path);
+  f << "#!/usr/bin/env bash\n"
+       "set -o pipefail\n"
+       "job=''; prev=''\n"
+       "for a in \"$@\"; do [ \"$prev\" = --job ] && job=$a; prev=$a; done\n"
+       "run_id=$(basename \"$(dirname \"$job\")\")\n"
+       "exec 4>&3\n"
+    << "'" << BinPath("medprof-worker") << "' \"$@\" 3>&1 1>/dev/null | tee \"" << dir
+    << "/tap/${run_id}.pb\" >&4\n";
+  f.close();
+  ::chmod(path.c_str(), 0755);
+  fs::create_directories(dir + "/tap");
+  return path;
+}
+
+std::vector<v1::WorkerMessage> ReadTap(const std::string& path) {
+  std::vector<v1::WorkerMessage> out;
+  auto r = ResultReader::OpenFile(path);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return out;
+  v1::WorkerMessage m;
+  while (true) {
+    auto more = (*r)->Next(&m);
+    EXPECT_TRUE(more.ok()) << more.status();
+    if (!more.ok() || !*more) break;
+    out.push_back(m);
+  }
+  return out;
 }
 
 bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {

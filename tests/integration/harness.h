@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "medprof/v1/results.pb.h"
 
 namespace medprof::itest {
 
@@ -102,6 +103,13 @@ CommandResult Cli(const std::string& server_address, const std::vector<std::stri
 
 // The tiny Med-DDPM configuration integration tests use (fast on 2 CPU cores).
 std::vector<std::string> TinyModelFlags();
+
+// Writes dir/tap-worker.sh: a wrapper around the real medprof-worker that copies every record
+// the worker writes to its result channel into dir/tap/<run id>.pb before passing it to the
+// agent (pass it as the agent's --worker). Returns its path.
+std::string WriteTapWorker(const std::string& dir);
+// Every record a worker wrote for one run, as the tap saw it.
+std::vector<v1::WorkerMessage> ReadTap(const std::string& path);
 
 // Polls `pred` every 50 ms until true or timeout; returns its last value.
 bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
