@@ -145,7 +145,11 @@ absl::StatusOr<SubmitCommand> BuildSubmit(const SubmitFlags& f, CLI::App* sub) {
 
   // Presets: 1..16 known names, no duplicates.
   std::set<std::string> seen;
-  for (const std::string& raw : f.presets) {
+  std::vector<std::string> items;
+  for (const std::string& arg : f.presets) {
+    for (absl::string_view item : absl::StrSplit(arg, ',')) items.emplace_back(item);
+  }
+  for (const std::string& raw : items) {
     const std::string p(absl::StripAsciiWhitespace(raw));
     if (p.empty()) return Usage(absl::StrCat("--presets: empty preset name in the list (allowed: ", config::PresetList(), ")"));
     if (!config::PresetFor(p).ok()) {
@@ -311,7 +315,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   CLI::App* submit = app.add_subcommand("submit", "submit a study: presets x targets x repeats jobs");
   submit->add_option("--presets", sf.presets, "comma-separated presets: " + config::PresetList())
       ->type_name("P,P..")
-      ->required()->delimiter(',')->allow_extra_args(false);
+      ->required()->allow_extra_args(false);  // split below, so an empty item is refused
   submit->add_option("--target", sf.targets, "target selector, e.g. gpu=h100 or arch=9.0,site=tacc (repeatable; none = any agent)")
       ->type_name("SELECTOR")
       ->allow_extra_args(false);
