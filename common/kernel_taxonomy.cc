@@ -182,17 +182,22 @@ Category ClassifyKernelFamily(std::string_view k, std::string_view fn) {
   if (Has(k, "softmax")) return Category::kSoftmax;
   if (HasAny(k, {"upsample", "interpolat", "grid_sampler"})) return Category::kUpsample;
   if (HasAny(k, {"multi_tensor_apply", "fusedadam", "fused_adam", "adamfunctor", "adamw", "fusedsgd",
-                 "fused_sgd", "sgdfunctor"})) {
+                 "fused_sgd", "sgdfunctor", "lpnorm_cleanup"})) {
     return Category::kOptimizer;
   }
   if (HasAny(k, {"gemm", "gemv", "nvjet", "cutlass", "cublas", "splitkreduce", "matmul"})) return Category::kGemm;
-  if (HasAny(fn, {"reduce", "reduction"}) && !Has(fn, "backward")) return Category::kReduction;
+  if (HasAny(fn, {"reduce", "reduction", "nll_loss"}) && !HasAny(fn, {"backward", "no_reduce"})) {
+    return Category::kReduction;
+  }
   if (Has(k, "welford")) return Category::kNorm;
   if (HasAny(fn, {"indexselect", "index_select", "index_elementwise", "indexfunc", "scatter_gather", "gather_kernel",
                   "scatter_kernel", "take_kernel"})) {
     return Accumulates(k) ? Category::kOther : Category::kCopy;
   }
-  if (HasAny(k, {"direct_copy", "copy_kernel", "catarray", "cat_array", "concat"})) return Category::kCopy;
+  if (HasAny(k, {"direct_copy", "copy_kernel", "catarray", "cat_array", "concat"}) ||
+      HasAny(fn, {"reflection_pad", "replication_pad"})) {
+    return Category::kCopy;
+  }
   if (HasAny(k, {"fillfunctor", "fill_functor", "fill_kernel"})) return Category::kMemset;
   if (HasAny(k, {"elementwise", "vectorized_", "unrolled_", "functor", "pointwise", "dropout",
                  "activation_fw", "activation_bw", "add_tensor", "scalepackedtensor", "op_generic_tensor",

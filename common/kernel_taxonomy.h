@@ -28,25 +28,36 @@
 //          device moves and plain copies look the same by name).
 //      So GroupNorm's apply/elementwise kernels under aten::native_group_norm are `norm`, and a
 //      direct_copy kernel under aten::cat is `copy`.
-//   3. Otherwise the kernel NAME decides by family (demangled first when it is mangled, `_Z…`),
-//      first match wins:
-//        NCCL (nccl*) -> other; Triton/inductor: triton_poi_* elementwise, triton_red_* and
-//        triton_per_* reduction, triton_for_* optimizer (foreach), triton_tem_* by template
-//        (conv/mm); medprof_*group_norm* -> norm; fused attention (flash, fmha, sdpa,
-//        *attention*) -> gemm (tensor-core matmuls dominate; there is no attention category);
-//        conv: fprop/dgrad/wgrad, implicit_gemm, *convolve*, winograd, cudnn::cnn::, cask_cudnn,
-//        cuDNN's legacy <arch>_[s|h|i]<mma>cudnn_* names, cuDNN FFT (fft2d_/fft3d_),
-//        im2col/vol2col, and any "conv" token that is not "conve…" (convert); norm: ATen/cuDNN/
-//        apex norm kernels (group/layer/batch/instance/rms norm, RowwiseMoments, *FusedParams,
-//        ComputeInternalGradients, GammaBeta*, bn_fw/bn_bw); softmax; upsample/interpolate/
-//        grid_sampler; optimizer: multi_tensor_apply, fused Adam/SGD functors; gemm: gemm,
-//        gemv, nvjet, cutlass, cublas, splitKreduce, matmul; reduction: a function name with
-//        reduce/reduction that is not a backward kernel (ATen reduce_kernel, cub DeviceReduce);
-//        welford -> norm; gather/scatter/index kernels -> copy, or other when they accumulate
-//        (ReduceAdd, ...); copy: direct_copy, copy_kernel, CatArrayBatchedCopy, concat;
-//        memset: FillFunctor, fill_kernel; elementwise: elementwise/vectorized/unrolled/functor
-//        kernels, pointwise, dropout, cuDNN activation/add_tensor/scale/op-tensor kernels;
-//        anything else -> other.
+//   3. Otherwise the kernel NAME decides by family (demangled first when it is mangled, `_Z…`);
+//      the first match wins:
+//        other       NCCL (nccl*): collectives are not model work ("AllReduce" is no reduction)
+//        Triton      triton_poi_* elementwise, triton_red_*/triton_per_* reduction,
+//                    triton_for_* optimizer (foreach), triton_tem_* by template (conv / mm)
+//        norm        medprof_*group_norm* (our own fused kernels)
+//        gemm        fused attention (flash_fwd/bwd, fmha, sdpa, *attention*): tensor-core
+//                    matmuls dominate and there is no attention category
+//        conv        fprop/dgrad/wgrad, implicit_gemm, *convolve*, winograd, cudnn::cnn::,
+//                    cask_cudnn, cuDNN's legacy <arch>_[s|h|i]<mma>cudnn_* names, cuDNN FFT
+//                    (fft2d_/fft3d_), im2col/vol2col, any "conv" not followed by 'e' (convert)
+//        norm        group/layer/batch/instance/rms norm, RowwiseMoments, *FusedParams,
+//                    ComputeInternalGradients, GammaBeta*, cuDNN bn_fw/bn_bw
+//        softmax     *softmax*
+//        upsample    upsample, interpolat*, grid_sampler
+//        optimizer   multi_tensor_apply, fused Adam/SGD functors, lpnorm_cleanup (_foreach_norm)
+//        gemm        gemm, gemv, nvjet, cutlass, cublas, splitKreduce, matmul
+//        reduction   function name with reduce/reduction/nll_loss, unless it is a backward
+//                    kernel (the gradient of a reduction is a broadcast or a scatter) or says
+//                    no_reduce (nll_loss with reduction='none' is a per-sample gather)
+//        norm        welford (apex SyncBN); after reduction so ATen's WelfordOps reduce_kernel
+//                    (var/std) stays a reduction
+//        copy/other  gather/scatter/index kernels: copy, or other when they accumulate
+//                    (ReduceAdd, ...)
+//        copy        direct_copy, *copy_kernel*, CatArrayBatchedCopy, concat, reflection/
+//                    replication padding
+//        memset      FillFunctor, fill_kernel
+//        elementwise elementwise/vectorized/unrolled/functor kernels, pointwise, dropout, cuDNN
+//                    activation/add_tensor/scalePackedTensor/op-tensor kernels
+//        other       anything else
 //
 // No LibTorch or CUDA dependency: the worker, the server's ncu importer, compare and the CLI
 // (`medprof kernels classify`) all use it. Pure functions; thread-safe.
