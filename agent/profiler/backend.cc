@@ -1,0 +1,77 @@
+#include "agent/profiler/backend.h"
+
+#include "absl/strings/str_cat.h"
+#include "agent/profiler/cpu_profiler.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+#if MEDPROF_HAVE_CUDA
+#include "agent/profiler/cupti_profiler.h"
+#endif
+
+namespace medprof::profiler {
+namespace {
+const Logger kLog("profiler");
+}  // namespace
+
+bool TorchHasCuda() {
+#if MEDPROF_TORCH_HAS_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+absl::StatusOr<BackendChoice> ChooseBackend(v1::DeviceKind requested, const GpuProbe& probe,
+                                            bool torch_has_cuda) {
+  BackendChoice c;
+  if (requested == v1::DEVICE_KIND_CPU) {
+    c.reason = "device cpu requested";
+    return c;
+  }
+  std::string why_not;
+  if (!probe.available) {
+    why_not = probe.reason.empty() ? "no GPU" : probe.reason;
+  } else if (!torch_has_cuda) {
+    why_not = absl::StrCat("no GPU support in this LibTorch build (CPU-only LibTorch; found ",
+                           probe.gpu.name, ")");
+  } else {
+    c.device = v1::DEVICE_KIND_CUDA;
+    c.backend = "cupti";
+    return c;
+  }
+  if (requested == v1::DEVICE_KIND_CUDA) {
+    return absl::FailedPreconditionError(absl::StrCat("device: cuda requested, but ", why_not));
+  }
+  c.reason = why_not;
+  return c;
+}
+
+absl::StatusOr<CreatedProfiler> CreateProfiler(const BackendChoice& choice, const GpuProbe& probe) {
+  CreatedProfiler out;
+  CpuProfilerOptions cpu;
+  cpu.no_gpu_reason = choice.reason.empty() ? "no GPU" : choice.reason;
+  if (choice.backend == "cupti") {
+#if MEDPROF_HAVE_CUDA
+    CuptiProfilerOptions options;
+    options.gpu = probe.gpu;
+    auto cupti = CuptiProfiler::Create(options);
+    if (cupti.ok()) {
+      out.profiler = std::move(cupti).value();
+      return out;
+    }
+    out.fallback_reason = absl::StrCat("CUPTI activity tracing unavailable: ", cupti.status().message());
+#else
+    (void)probe;
+    out.fallback_reason = "CUPTI activity tracing unavailable: this worker was built without CUPTI";
+#endif
+    kLog.Warn("{}; profiling with the CPU backend (op aggregates only)", out.fallback_reason);
+    cpu.no_gpu_reason = out.fallback_reason;
+  } else {
+    (void)probe;
+  }
+  MEDPROF_ASSIGN_OR_RETURN(out.profiler, CpuProfiler::Create(cpu));
+  return out;
+}
+
+}  // namespace medprof::profiler

@@ -1,0 +1,60 @@
+// OpAggregator: per-(op, phase) totals of LibTorch ops over the measured steps.
+//
+// Each distinct (op name, sub-phase) pair gets a small stable id on first sight (Intern). The
+// RecordFunction observer adds one sample per finished op: inclusive host time and self time
+// (inclusive minus the time of ops nested inside it). The same ids tag GPU work: the CUPTI
+// backend pushes `id + 1` as the external correlation id while an op runs, so a kernel is
+// attributed to the innermost op and its phase with one table lookup (Lookup).
+//
+// No LibTorch dependency; usable from tests. Thread-safe: all methods may be called from any
+// thread (one mutex; a few hundred nanoseconds per op).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "medprof/v1/results.pb.h"
+
+namespace medprof::profiler {
+
+struct OpKey {
+  std::string name;   // RecordFunction name, e.g. "aten::conv3d"; "" for "no op" (phase only)
+  std::string phase;  // "fwd" | "bwd" | "optim" | "sample_step" | ""
+};
+
+class OpAggregator {
+ public:
+  OpAggregator() = default;
+  OpAggregator(const OpAggregator&) = delete;
+  OpAggregator& operator=(const OpAggregator&) = delete;
+
+  // Returns the id of (name, phase), creating it on first use. Ids are dense, from 0.
+  uint32_t Intern(std::string_view name, std::string_view phase);
+  // Adds one finished op invocation. Unknown ids are ignored.
+  void Add(uint32_t id, int64_t inclusive_ns, int64_t self_ns);
+  // The (name, phase) of an id; false when the id was never handed out.
+  bool Lookup(uint32_t id, OpKey* out) const;
+  // Number of ids handed out.
+  size_t size() const;
+
+  // Ops with at least one sample, by total time (descending; ties by name, phase), with the
+  // taxonomy category of each op. `steps` is recorded as the number of steps covered.
+  v1::OpAggregates Snapshot(int steps) const;
+
+ private:
+  struct Entry {
+    OpKey key;
+    int64_t count = 0;
+    int64_t total_ns = 0;
+    int64_t self_ns = 0;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, uint32_t> index_;  // name + '\0' + phase -> id
+  std::deque<Entry> entries_;
+};
+
+}  // namespace medprof::profiler

@@ -1,0 +1,62 @@
+// Profiler: what medprof-worker runs next to the workload to measure it.
+//
+// A Profiler is the workload's PhaseObserver (steps and sub-phases "fwd", "bwd", "optim",
+// "sample_step") and watches LibTorch ops through a RecordFunction callback. It produces
+// per-op aggregates, for GPU backends per-kernel aggregates, and the status of each profiler
+// layer ("cpu", "trace", "sampling", "metrics"): which ran and, for each that did not, why —
+// never silently missing. Only measured steps count.
+//
+// Backends (backend.h chooses): CpuProfiler ("cpu": op aggregates only) and CuptiProfiler
+// ("cupti": op aggregates + CUPTI activity trace). Lifecycle: create -> Start() before
+// Workload::Run -> hooks during Run -> Stop() -> read Ops()/Kernels()/Layers().
+//
+// Thread safety: the hooks come from the workload's thread (PhaseObserver contract); Start,
+// Stop and the readers from one controlling thread (the worker's main thread, which is also
+// the workload's). Internals that other threads touch (op callbacks, CUPTI buffers) lock.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "medprof/v1/results.pb.h"
+#include "medprof/v1/workload.pb.h"
+#include "workloads/meddpm/workload.h"
+
+namespace medprof::profiler {
+
+// Layer names as stored in LayerStatus.layer.
+inline constexpr char kLayerCpu[] = "cpu";
+inline constexpr char kLayerTrace[] = "trace";
+inline constexpr char kLayerSampling[] = "sampling";
+inline constexpr char kLayerMetrics[] = "metrics";
+// Reason for layers that a later issue adds (PC/PM sampling, range-profiler metrics).
+inline constexpr char kNotImplemented[] = "not implemented in this build";
+
+v1::LayerStatus MakeLayer(const std::string& layer, bool ran, const std::string& reason = "");
+
+class Profiler : public meddpm::PhaseObserver {
+ public:
+  ~Profiler() override = default;
+
+  // "cpu" | "cupti" (RunStarted.backend).
+  virtual std::string backend() const = 0;
+  // Starts collecting (installs the op callback). Call before Workload::Run.
+  virtual absl::Status Start() = 0;
+  // Stops collecting and flushes every outstanding record. Idempotent.
+  virtual absl::Status Stop() = 0;
+
+  // Per-op aggregates over the measured steps.
+  virtual v1::OpAggregates Ops() const = 0;
+  // Per-kernel aggregates; nullopt for backends without a GPU trace.
+  virtual std::optional<v1::KernelAggregates> Kernels() const = 0;
+  // One entry per layer: cpu, trace, sampling, metrics.
+  virtual std::vector<v1::LayerStatus> Layers() const = 0;
+  // Adds what the profiler knows (GPU, CUPTI library and version) to `env`.
+  virtual void DescribeEnvironment(v1::Environment* env) const = 0;
+  // Measured steps seen so far.
+  virtual int measured_steps() const = 0;
+};
+
+}  // namespace medprof::profiler

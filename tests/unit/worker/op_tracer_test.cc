@@ -1,0 +1,149 @@
+// OpTracer on a tiny real LibTorch computation: self vs inclusive time, phase attribution,
+// only measured steps counted, listener calls balanced.
+#include "agent/profiler/op_tracer.h"
+
+#include <ATen/ATen.h>
+#include <ATen/record_function.h>
+
+#include <map>
+#include <string>
+
+#include "common/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace medprof::profiler {
+namespace {
+
+using ::medprof::testing::IsOk;
+using ::medprof::testing::StatusIs;
+
+void Spin(int64_t ns) {
+  const int64_t end = MonotonicNs() + ns;
+  while (MonotonicNs() < end) {
+  }
+}
+
+class CountingListener : public OpListener {
+ public:
+  void OnOpBegin(uint32_t id) override { ++begins[id]; }
+  void OnOpEnd(uint32_t id) override { ++ends[id]; }
+  std::map<uint32_t, int> begins, ends;
+};
+
+const v1::OpStat* Find(const v1::OpAggregates& a, const std::string& name, const std::string& phase) {
+  for (const auto& op : a.ops()) {
+    if (op.name() == name && op.phase() == phase) return &op;
+  }
+  return nullptr;
+}
+
+// One "training step": a user scope with a nested scope (exact self-time check), a conv3d
+// forward, a backward pass, an in-place optimizer-like update.
+void Step(PhaseTracker& t, int index, bool measured) {
+  t.BeginStep(index, measured);
+  at::Tensor w = at::ones({2, 1, 3, 3, 3});
+  w.set_requires_grad(true);  // at:: factories ignore TensorOptions::requires_grad
+  at::Tensor x = at::ones({1, 1, 6, 6, 6});
+  t.BeginPhase("fwd");
+  at::Tensor y = at::conv3d(x, w);
+  {
+    RECORD_USER_SCOPE("medprof_test_outer");
+    {
+      RECORD_USER_SCOPE("medprof_test_inner");
+      Spin(2'000'000);
+    }
+    Spin(1'000'000);
+  }
+  at::Tensor loss = y.sum();
+  t.EndPhase("fwd");
+  t.BeginPhase("bwd");
+  loss.backward();
+  t.EndPhase("bwd");
+  t.BeginPhase("optim");
+  {
+    at::NoGradGuard no_grad;
+    w.add_(w.grad(), -0.1);
+  }
+  t.EndPhase("optim");
+  t.EndStep();
+}
+
+TEST(OpTracerTest, AggregatesMeasuredStepsWithSelfTimeAndPhases) {
+  PhaseTracker tracker;
+  OpAggregator ops;
+  CountingListener listener;
+  MEDPROF_ASSERT_OK_AND_ASSIGN(auto tracer, OpTracer::Create(&tracker, &ops, &listener));
+  ASSERT_THAT(tracer->Start(), IsOk());
+  Step(tracker, 0, /*measured=*/false);
+  Step(tracker, 0, true);
+  Step(tracker, 1, true);
+  tracer->Stop();
+  // Ops after Stop are not seen.
+  tracker.BeginStep(2, true);
+  at::conv3d(at::ones({1, 1, 4, 4, 4}), at::ones({1, 1, 3, 3, 3}));
+  tracker.EndStep();
+
+  const v1::OpAggregates a = ops.Snapshot(tracker.measured_steps());
+  EXPECT_EQ(a.steps(), 3);
+
+  // Warm-up excluded: 2 measured steps -> count 2 (3 steps ran while tracing).
+  const v1::OpStat* conv = Find(a, "aten::conv3d", "fwd");
+  ASSERT_NE(conv, nullptr);
+  EXPECT_EQ(conv->count(), 2);
+  EXPECT_EQ(conv->category(), "conv");
+  EXPECT_GT(conv->total_ns(), 0);
+  EXPECT_LT(conv->self_ns(), conv->total_ns());  // aten::convolution etc. ran inside it
+  EXPECT_EQ(Find(a, "aten::conv3d", "bwd"), nullptr);
+
+  // Exact self time: the outer scope's only child is the inner scope.
+  const v1::OpStat* outer = Find(a, "medprof_test_outer", "fwd");
+  const v1::OpStat* inner = Find(a, "medprof_test_inner", "fwd");
+  ASSERT_NE(outer, nullptr);
+  ASSERT_NE(inner, nullptr);
+  EXPECT_EQ(outer->count(), 2);
+  EXPECT_EQ(inner->count(), 2);
+  EXPECT_EQ(outer->self_ns() + inner->total_ns(), outer->total_ns());
+  EXPECT_EQ(inner->self_ns(), inner->total_ns());
+  EXPECT_GE(inner->total_ns(), 2 * 2'000'000);
+  EXPECT_GE(outer->self_ns(), 2 * 1'000'000);
+  EXPECT_LT(outer->self_ns(), inner->total_ns());
+
+  // Autograd ran in "bwd", the update in "optim".
+  bool backward_node = false;
+  for (const auto& op : a.ops()) {
+    if (op.phase() == "bwd" && op.name().find("Backward") != std::string::npos) {
+      backward_node = true;
+      EXPECT_EQ(op.count(), 2) << op.name();
+    }
+  }
+  EXPECT_TRUE(backward_node);
+  // Ops between sub-phases of a measured step count with phase "".
+  const v1::OpStat* ones = Find(a, "aten::ones", "");
+  ASSERT_NE(ones, nullptr);
+  EXPECT_EQ(ones->count(), 4);  // two tensors per step, two measured steps
+  const v1::OpStat* update = Find(a, "aten::add_", "optim");
+  ASSERT_NE(update, nullptr);
+  EXPECT_EQ(update->count(), 2);
+
+  // Every op the listener saw begin also ended, under the same id.
+  EXPECT_EQ(listener.begins, listener.ends);
+  EXPECT_GE(listener.begins[ops.Intern("aten::conv3d", "fwd")], 3);  // warm-up included
+}
+
+TEST(OpTracerTest, OnlyOneTracerAtATime) {
+  PhaseTracker tracker;
+  OpAggregator ops;
+  MEDPROF_ASSERT_OK_AND_ASSIGN(auto first, OpTracer::Create(&tracker, &ops, nullptr));
+  MEDPROF_ASSERT_OK_AND_ASSIGN(auto second, OpTracer::Create(&tracker, &ops, nullptr));
+  ASSERT_THAT(first->Start(), IsOk());
+  EXPECT_THAT(second->Start(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::HasSubstr("another OpTracer")));
+  first->Stop();
+  EXPECT_THAT(second->Start(), IsOk());
+  second->Stop();
+}
+
+}  // namespace
+}  // namespace medprof::profiler
