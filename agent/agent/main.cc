@@ -1,0 +1,175 @@
+// medprof-agent: wires the flags, the inventory, the work directory, the uplink and the
+// agent together, and turns SIGTERM/SIGINT into a graceful drain (a second one exits now).
+#include <pthread.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/str_cat.h"
+#include "agent/agent/agent.h"
+#include "agent/agent/file_util.h"
+#include "agent/agent/host_facts.h"
+#include "agent/agent/inventory.h"
+#include "agent/agent/nvml_probe.h"
+#include "agent/agent/options.h"
+#include "agent/agent/uplink.h"
+#include "agent/agent/work_dir.h"
+#include "common/logging.h"
+
+namespace {
+
+using namespace medprof::agent;  // NOLINT: main only wires this component
+
+const medprof::Logger kLog("agent");
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "medprof-agent: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+std::string DefaultWorkerPath() {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "medprof-worker";
+  return DirName(std::string(self, static_cast<size_t>(n))) + "/medprof-worker";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Every thread inherits this mask; the signal thread takes the signals with sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR2);  // main -> signal thread: stop
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"medprof-agent: runs medprof profiling jobs on this node and uploads the results"};
+  AgentOptions options;
+  bool show_version = false;
+  app.add_flag("--version", show_version, "Print the version and exit");
+  AddFlags(&app, &options);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (show_version) {
+    std::printf("%s\n", AgentVersionLine().c_str());
+    return 0;
+  }
+  const EnvLookup env = ProcessEnv();
+  if (absl::Status s = ValidateOptions(&options, env); !s.ok()) return Fail(s);
+  medprof::LogLevel level = medprof::LogLevel::kInfo;
+  medprof::logging::ParseLevel(options.log_level, &level);
+  medprof::logging::Init("medprof-agent", level);
+
+  const HostFacts facts = CaptureHostFacts(env, options.site);
+  const std::map<std::string, std::string> labels = MakeLabels(facts, *ParseLabels(options.labels));
+  std::unique_ptr<GpuProbe> probe = MakeNvmlProbe();
+  InventoryInputs inventory_inputs;
+  inventory_inputs.cuda_visible_devices = env("CUDA_VISIBLE_DEVICES");
+  Inventory inventory = BuildInventory(probe.get(), inventory_inputs);
+
+  if (options.print_inventory) {
+    medprof::v1::RegisterRequest shown;
+    shown.set_protocol_version(medprof::v1::PROTOCOL_VERSION_1);
+    shown.set_agent_name(options.name);
+    shown.set_host(facts.host);
+    shown.set_version(AgentVersionLine());
+    for (const OfferedDevice& d : inventory.devices) *shown.add_devices() = d.device;
+    for (const auto& [k, v] : labels) (*shown.mutable_labels())[k] = v;
+    std::string json;
+    google::protobuf::util::JsonPrintOptions print;
+    print.add_whitespace = true;
+    print.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(shown, &json, print);
+    std::printf("%s", json.c_str());
+    if (!inventory.HasGpu()) std::printf("no GPU: %s\n", inventory.no_gpu_reason.c_str());
+    return 0;
+  }
+  if (!inventory.HasGpu()) kLog.Info("no GPU ({}); offering the CPU", inventory.no_gpu_reason);
+
+  absl::StatusOr<int> max_jobs = ValidateMaxJobs(options.max_jobs, static_cast<int>(inventory.devices.size()));
+  if (!max_jobs.ok()) return Fail(max_jobs.status());
+  const std::string worker = options.worker_path.empty() ? DefaultWorkerPath() : options.worker_path;
+  if (::access(worker.c_str(), X_OK) != 0) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--worker: ", worker,
+                                                        " is not an executable file (install medprof-worker next "
+                                                        "to medprof-agent or pass --worker PATH)")));
+  }
+  absl::StatusOr<std::unique_ptr<WorkDir>> work_dir = WorkDir::Open(options.work_dir);
+  if (!work_dir.ok()) return Fail(work_dir.status());
+  absl::StatusOr<std::string> name = (*work_dir)->AgentName(options.name, facts.host);
+  if (!name.ok()) return Fail(name.status());
+  absl::StatusOr<std::string> token = LoadToken(options, env);
+  if (!token.ok()) return Fail(token.status());
+  absl::StatusOr<ServerAddress> address = ParseServerAddress(options.server);
+  if (!address.ok()) return Fail(address.status());
+
+  UplinkOptions uplink_options;
+  uplink_options.target = address->Target();
+  uplink_options.token = *token;
+  if (!options.tls_ca.empty()) {
+    absl::StatusOr<std::string> pem = ReadFile(options.tls_ca);
+    if (!pem.ok()) return Fail(pem.status());
+    uplink_options.use_tls = true;
+    uplink_options.tls_ca_pem = *pem;
+  }
+  absl::StatusOr<std::unique_ptr<Uplink>> uplink = Uplink::Create(uplink_options);
+  if (!uplink.ok()) return Fail(uplink.status());
+
+  AgentConfig config;
+  config.name = *name;
+  config.worker_path = worker;
+  config.max_jobs = *max_jobs;
+  config.drain_timeout_ms = static_cast<int64_t>(options.drain_timeout_s) * 1000;
+  config.labels = labels;
+  config.facts = facts;
+  config.inventory = std::move(inventory);
+  config.server = options.server;
+  const std::string work_path = (*work_dir)->path();
+  absl::StatusOr<std::unique_ptr<Agent>> agent =
+      Agent::Create(std::move(config), *std::move(work_dir), *std::move(uplink), MakeProcessLauncher());
+  if (!agent.ok()) return Fail(agent.status());
+
+  kLog.Info("{} starting: name {}, server {} ({}), work dir {}, worker {}", AgentVersionLine(), *name, options.server,
+            options.tls_ca.empty() ? "plain text, loopback" : "TLS", work_path, worker);
+  if (absl::Status s = (*agent)->Start(); !s.ok()) {
+    kLog.Error("cannot start: {}", s.ToString());
+    return 1;
+  }
+
+  Agent* running = agent->get();
+  std::thread signal_thread([&signals, running] {
+    int received = 0;
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&signals, &sig) != 0) continue;
+      if (sig == SIGUSR2) return;
+      if (++received == 1) {
+        running->Drain(absl::StrCat("received ", SignalName(sig)));
+        continue;
+      }
+      // Workers die with us (PR_SET_PDEATHSIG); the next start reports their runs INTERRUPTED.
+      kLog.Error("second {}: exiting now", SignalName(sig));
+      ::_exit(128 + sig);
+    }
+  });
+  const absl::Status result = (*agent)->Wait();
+  pthread_kill(signal_thread.native_handle(), SIGUSR2);
+  signal_thread.join();
+  if (!result.ok()) {
+    kLog.Error("{}", result.ToString());
+    return 1;
+  }
+  return 0;
+}
