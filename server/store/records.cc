@@ -5,13 +5,13 @@
 namespace medprof::server {
 namespace {
 
-constexpr std::array<std::string_view, 6> kJobStates = {"unspecified", "queued",    "running",
+constexpr std::array<const char*, 6> kJobStates = {"unspecified", "queued",    "running",
                                                         "succeeded",   "failed",    "cancelled"};
-constexpr std::array<std::string_view, 7> kRunStates = {"unspecified", "running", "succeeded",   "failed",
+constexpr std::array<const char*, 7> kRunStates = {"unspecified", "running", "succeeded",   "failed",
                                                         "interrupted", "lost",    "cancelled"};
 
 template <typename E, size_t N>
-bool ParseName(const std::array<std::string_view, N>& names, std::string_view text, E* out) {
+bool ParseName(const std::array<const char*, N>& names, std::string_view text, E* out) {
   for (size_t i = 1; i < N; ++i) {
     if (names[i] == text) {
       *out = static_cast<E>(i);
@@ -23,12 +23,12 @@ bool ParseName(const std::array<std::string_view, N>& names, std::string_view te
 
 }  // namespace
 
-std::string_view JobStateName(JobState s) {
+const char* JobStateName(JobState s) {
   const auto i = static_cast<size_t>(s);
   return i < kJobStates.size() ? kJobStates[i] : kJobStates[0];
 }
 
-std::string_view RunStateName(RunState s) {
+const char* RunStateName(RunState s) {
   const auto i = static_cast<size_t>(s);
   return i < kRunStates.size() ? kRunStates[i] : kRunStates[0];
 }

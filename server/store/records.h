@@ -25,8 +25,8 @@ enum class RunState {
 };
 
 // "queued", "running", ... (the text stored in the DB); "unspecified" for kUnspecified.
-std::string_view JobStateName(JobState s);
-std::string_view RunStateName(RunState s);
+const char* JobStateName(JobState s);
+const char* RunStateName(RunState s);
 // Parses the names above; false on anything else.
 bool ParseJobState(std::string_view text, JobState* out);
 bool ParseRunState(std::string_view text, RunState* out);

@@ -404,7 +404,7 @@ class SqliteTx : public StoreTx {
     return st->Run();
   }
 
-  absl::Status EndRun(const RunRecord& r) override {
+  absl::Status UpdateRunState(const RunRecord& r) override {
     MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
         "UPDATE runs SET state = ?2, error = ?3, stderr_tail = ?4, exit_code = ?5, finished_unix_ms = ?6 "
         "WHERE run_id = ?1"));
@@ -561,7 +561,7 @@ class SqliteTx : public StoreTx {
     MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
         "INSERT INTO events (study_id, job_id, run_id, job_state, progress_json, message, unix_ms, study_finished) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"));
-    const std::string_view state = e.job_state == JobState::kUnspecified ? "" : JobStateName(e.job_state);
+    const char* state = e.job_state == JobState::kUnspecified ? "" : JobStateName(e.job_state);
     MEDPROF_RETURN_IF_ERROR(st->BindAll(e.study_id, e.job_id, e.run_id, state, e.progress_json, e.message,
                                         e.unix_ms, e.study_finished));
     MEDPROF_RETURN_IF_ERROR(st->Run());

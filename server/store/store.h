@@ -72,7 +72,7 @@ class StoreTx {
   virtual absl::StatusOr<std::vector<RunRecord>> ListExpiredRuns(int64_t now_unix_ms) = 0;
   virtual absl::Status ExtendLease(const std::string& run_id, int64_t lease_expires_unix_ms) = 0;
   // Writes state, error, stderr_tail, exit_code and finished_unix_ms.
-  virtual absl::Status EndRun(const RunRecord& run) = 0;
+  virtual absl::Status UpdateRunState(const RunRecord& run) = 0;
   // Writes the result columns: error_kind, effective_json, environment_json, summary_json,
   // gpu_name, backend, parameters, worker_started_unix_ms, kernels_dropped, chunks_through.
   virtual absl::Status UpdateRunResults(const RunRecord& run) = 0;

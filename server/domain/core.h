@@ -1,0 +1,60 @@
+// DomainCore: what the domain services share — the store, the clock, the options, and the two
+// notifiers (new work for AcquireJob long-polls; new study events for WatchStudy) — plus the
+// state changes every service makes the same way (job transitions with their study events).
+//
+// Internal to server/domain/. The referenced Store and Clock outlive the core. Thread-safe as
+// its parts are.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/selector.h"
+#include "server/domain/notifier.h"
+#include "server/domain/types.h"
+#include "server/store/store.h"
+
+namespace medprof::server {
+
+struct DomainCore {
+  DomainCore(Store& s, const Clock& c, DomainOptions o) : store(s), clock(c), options(o) {}
+  Store& store;
+  const Clock& clock;
+  const DomainOptions options;
+  Notifier work;    // a job was queued or requeued, or a run ended (a slot freed up)
+  Notifier events;  // a study event was appended
+};
+
+// Writes `job` (stamping updated_unix_ms = now) and appends its event. When the job has ended
+// and was the last running or queued job of its study, marks the study finished and appends
+// the study's final event (study_finished = true).
+absl::Status RecordJobChange(StoreTx& tx, int64_t now, JobRecord& job, const std::string& run_id,
+                             const std::string& message);
+
+// Stores a progress report of the job's current run as its last progress and appends a
+// progress event, unless it equals the last report (heartbeats repeat them).
+absl::Status RecordProgress(StoreTx& tx, int64_t now, JobRecord& job, const std::string& run_id,
+                            const v1::Progress& progress);
+
+// "measure 3/20: <message>".
+std::string ProgressText(const v1::Progress& progress);
+
+absl::StatusOr<JobView> DecodeJob(JobRecord record);
+absl::StatusOr<StudyEvent> DecodeEvent(EventRecord record);
+StudyState StudyStateOf(const StudyRecord& study, const JobCounts& counts);
+
+// The selector library's view of a registered agent.
+selector::Agent SelectorAgent(const AgentRecord& agent);
+
+// The job's target with the device kind its config asks for (config.device cpu/cuda) folded in.
+// INVALID_ARGUMENT when they contradict each other.
+absl::StatusOr<selector::Selector> JobSelector(const std::string& target, const v1::WorkloadConfig& config);
+
+// Positions (into agent.devices) the job may run on, GPUs first, then the CPU device.
+std::vector<size_t> EligibleDevices(const selector::Selector& sel, const selector::Agent& agent);
+
+// Keeps the last `max_bytes` of `text` (at a line start when one is near).
+std::string Tail(const std::string& text, size_t max_bytes);
+
+}  // namespace medprof::server

@@ -1,0 +1,48 @@
+// Domain: medprof-server's business rules in one object — agents, scheduling, result
+// ingestion, studies and queries — over a Store and a Clock, with no gRPC type in sight.
+//
+// main() builds one and hands its services to the rpc layer; tests build one on a
+// SqliteStore(":memory:") with a FakeClock. The Store and the Clock must outlive it.
+// Shutdown() wakes every long-poll and watch so they return promptly (the server then drains).
+//
+// Thread-safe.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "server/domain/agent_registry.h"
+#include "server/domain/core.h"
+#include "server/domain/query_engine.h"
+#include "server/domain/result_ingest.h"
+#include "server/domain/scheduler.h"
+#include "server/domain/study_service.h"
+
+namespace medprof::server {
+
+class Domain {
+ public:
+  // INVALID_ARGUMENT when an option is out of range.
+  static absl::StatusOr<std::unique_ptr<Domain>> Create(Store* store, const Clock* clock, DomainOptions options);
+
+  AgentRegistry& agents() { return agents_; }
+  Scheduler& scheduler() { return scheduler_; }
+  ResultIngestor& ingestor() { return ingestor_; }
+  StudyService& studies() { return studies_; }
+  QueryEngine& queries() { return queries_; }
+  const DomainOptions& options() const { return core_.options; }
+
+  void Shutdown();
+
+ private:
+  Domain(Store& store, const Clock& clock, DomainOptions options)
+      : core_(store, clock, options), agents_(core_), scheduler_(core_), ingestor_(core_), studies_(core_),
+        queries_(core_) {}
+
+  DomainCore core_;
+  AgentRegistry agents_;
+  Scheduler scheduler_;
+  ResultIngestor ingestor_;
+  StudyService studies_;
+  QueryEngine queries_;
+};
+
+}  // namespace medprof::server

@@ -1,0 +1,35 @@
+#include "server/domain/types.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace medprof::server {
+
+absl::Status DomainOptions::Validate() const {
+  if (heartbeat_interval_ms < 100 || heartbeat_interval_ms > 600000) {
+    return absl::InvalidArgumentError(absl::StrCat("--heartbeat-interval-ms: ", heartbeat_interval_ms,
+                                                   " is out of range (allowed 100..600000)"));
+  }
+  if (lease_ttl_ms < 1000 || lease_ttl_ms > 3600000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lease-ttl-ms: ", lease_ttl_ms, " is out of range (allowed 1000..3600000)"));
+  }
+  if (lease_ttl_ms < 2 * heartbeat_interval_ms) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--lease-ttl-ms: ", lease_ttl_ms, " is shorter than two heartbeat intervals (", 2 * heartbeat_interval_ms,
+        "); a single late heartbeat would lose the run"));
+  }
+  if (max_attempts_default < 1 || max_attempts_default > 10) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-attempts-default: ", max_attempts_default,
+                                                   " is out of range (allowed 1..10)"));
+  }
+  if (max_wait_ms < 0 || max_wait_ms > 600000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_wait_ms: ", max_wait_ms, " is out of range (allowed 0..600000)"));
+  }
+  if (max_jobs_per_study < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("max_jobs_per_study: ", max_jobs_per_study, " must be positive"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace medprof::server

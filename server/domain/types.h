@@ -1,0 +1,219 @@
+// The domain's requests and answers: plain structs the rpc layer converts to and from proto.
+//
+// Entities are the store's records (server/store/records.h) plus the documents decoded from
+// their JSON (WorkloadConfig, Environment, RunSummary, Progress — protobuf messages, since the
+// shared config rules in common/workload_config.h work on them; no gRPC type appears here).
+// Numbers and limits that requests are checked against are documented with each field.
+//
+// Value types; not synchronized.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "medprof/v1/results.pb.h"
+#include "medprof/v1/workload.pb.h"
+#include "server/store/records.h"
+
+namespace medprof::server {
+
+// Server-wide settings of the domain layer (flags of medprof-server).
+struct DomainOptions {
+  // How long a run's lease lasts without a heartbeat before the run is declared lost and its
+  // job requeued (ms, default 30000; 1000..3600000, at least 2 heartbeat intervals).
+  int64_t lease_ttl_ms = 30000;
+  // Heartbeat interval told to agents at registration (ms, default 5000; 100..600000). An agent
+  // is "online" while its last contact is within 3 intervals.
+  int64_t heartbeat_interval_ms = 5000;
+  // Attempts per job when a submission does not say (default 3; 1..10).
+  int max_attempts_default = 3;
+  // The longest AcquireJob long-poll (ms, default 30000).
+  int64_t max_wait_ms = 30000;
+  // Jobs one study may hold (presets x targets x repeats; default 1000).
+  int max_jobs_per_study = 1000;
+
+  // INVALID_ARGUMENT naming the flag and its range when a value is out of range.
+  absl::Status Validate() const;
+};
+
+enum class StudyState { kUnspecified = 0, kActive = 1, kDone = 2, kCancelled = 3 };
+
+// ---------------------------------------------------------------- agents
+
+struct RegisterAgentRequest {
+  int protocol_version = 0;                  // must be 1
+  std::string agent_name;                    // 1..128 printable characters without spaces
+  std::string host;                          // <= 255 characters
+  std::string version;                       // <= 128 characters
+  std::vector<DeviceRecord> devices;         // 1..64; cuda index 0..63 (unique), cpu index -1
+  std::map<std::string, std::string> labels; // <= 64; key 1..64 of [A-Za-z0-9_.-], value <= 256
+  int max_concurrent_jobs = 0;               // 0 = 1; 1..64
+};
+
+struct RegisterAgentResult {
+  std::string agent_id;
+  int64_t heartbeat_interval_ms = 0;
+  int64_t lease_ttl_ms = 0;
+  std::string server_version;
+};
+
+struct AgentView {
+  AgentRecord record;
+  bool online = false;
+  int running_jobs = 0;
+};
+
+// ---------------------------------------------------------------- scheduling
+
+struct HeartbeatRequest {
+  std::string agent_id;
+  std::vector<std::string> running_run_ids;                  // <= 1024
+  std::vector<std::pair<std::string, v1::Progress>> progress;  // (run_id, progress), <= 1024
+  bool draining = false;
+};
+
+struct HeartbeatResult {
+  std::vector<std::string> cancel_run_ids;   // stop these workers (job cancelled)
+  std::vector<std::string> unknown_run_ids;  // reported as running, but not running here for the server
+};
+
+struct AcquireJobRequest {
+  std::string agent_id;
+  std::vector<int> free_device_indexes;  // empty = every device without a running run of this agent
+  int wait_ms = 0;                       // 0..max_wait_ms
+};
+
+struct Assignment {
+  std::string run_id;
+  std::string job_id;
+  std::string study_id;
+  int attempt = 1;
+  v1::WorkloadConfig config;
+  int device_index = -1;
+  int timeout_s = 0;
+  int64_t lease_ttl_ms = 0;
+};
+
+struct ResultChunk {
+  std::string run_id;
+  std::string agent_id;
+  uint64_t seq = 0;  // >= 1
+  v1::WorkerMessage message;
+};
+
+// run_id -> every seq <= value is stored.
+using CommittedThrough = std::map<std::string, uint64_t>;
+
+struct FinishRunRequest {
+  std::string agent_id;
+  std::string run_id;
+  RunState state = RunState::kUnspecified;  // succeeded | failed | interrupted | cancelled
+  std::string error;                        // <= 64 KiB
+  std::string stderr_tail;                  // the last 64 KiB are kept
+  uint64_t last_seq = 0;
+  int exit_code = 0;
+  std::optional<v1::Environment> agent_environment;
+};
+
+// ---------------------------------------------------------------- studies
+
+struct SubmitStudyRequest {
+  std::string name;                  // <= 200 characters
+  std::vector<std::string> presets;  // 1..16, known, no repeats
+  v1::WorkloadConfig config;         // shared settings; `preset` is ignored
+  std::vector<std::string> targets;  // <= 64 selectors; empty = one "any agent" target
+  int repeats = 0;                   // 0 = 1; 1..100
+  int max_attempts = 0;              // 0 = DomainOptions::max_attempts_default; 1..10
+  int timeout_s = 0;                 // 0 = 3600; 1..604800
+};
+
+struct JobView {
+  JobRecord record;
+  v1::WorkloadConfig config;
+  std::optional<v1::Progress> last_progress;
+};
+
+struct SubmitStudyResult {
+  std::string study_id;
+  std::vector<JobView> jobs;
+  std::vector<std::string> warnings;
+};
+
+struct StudyView {
+  StudyRecord record;
+  StudyState state = StudyState::kUnspecified;
+  JobCounts counts;
+  std::vector<JobView> jobs;  // GetStudy only
+};
+
+struct ListStudiesRequest {
+  int limit = 0;           // 0 = 50; 1..1000
+  std::string page_token;  // "" = newest
+};
+
+struct ListStudiesResult {
+  std::vector<StudyView> studies;
+  std::string next_page_token;  // "" = no more
+};
+
+struct StudyEvent {
+  EventRecord record;
+  std::optional<v1::Progress> progress;
+};
+
+struct ListRunsRequest {
+  std::string study_id;  // optional filter
+  std::string job_id;    // optional filter
+  int limit = 0;         // 0 = 100; 1..10000
+};
+
+struct RunView {
+  RunRecord record;
+  std::string preset;
+  v1::WorkloadConfig effective;  // as the worker applied it; the job's config until it reports
+  v1::Environment environment;
+  std::optional<v1::RunSummary> summary;
+  // GetRun only:
+  std::vector<StepRow> steps;
+  std::vector<OpRow> ops;
+  std::vector<KernelRow> kernels;
+  std::vector<MetricRow> metrics;
+};
+
+// ---------------------------------------------------------------- queries
+
+struct CompareRequest {
+  std::string study_id;
+  std::string baseline_preset;         // "" = "baseline"
+  v1::Phase phase = v1::PHASE_UNSPECIFIED;  // unspecified = every phase present
+  int top_categories = 0;              // 0 = 3; 1..12
+};
+
+struct CompareCell {
+  std::string gpu;
+  std::string preset;
+  v1::Phase phase = v1::PHASE_UNSPECIFIED;
+  int n = 0;
+  int steps = 0;
+  double step_ms_median = 0;
+  double step_ms_p10 = 0;
+  double step_ms_p90 = 0;
+  bool has_baseline = false;
+  double speedup_vs_baseline = 0;
+  std::vector<std::pair<std::string, double>> categories;  // largest share first
+  std::string time_source;  // "kernels" | "ops" | "" (neither recorded)
+  std::vector<std::string> notes;
+};
+
+struct CompareResult {
+  std::string study_id;
+  std::string baseline_preset;
+  std::vector<CompareCell> cells;
+};
+
+}  // namespace medprof::server
