@@ -6,8 +6,14 @@
 // named sub-phase inside it ("fwd", "bwd", "optim", "sample_step"), to a PhaseObserver — the
 // hook the profiler implements. The workload never includes profiler headers.
 //
+// Inputs (the synthetic subject, eps, t, sampling noise) and initial weights come from the
+// workload's own generator (synthetic.h), so two runs with one seed see identical inputs on
+// every LibTorch version and machine; with one device, one thread count and one LibTorch
+// build, CPU runs are bit-identical.
+//
 // Ownership: the caller owns the observer and must keep it alive during Run(). A Workload is
-// not thread-safe; use it from one thread. LibTorch exceptions (c10::Error) never escape:
+// not thread-safe; use it from one thread. Flags (TF32, cuDNN benchmark, autocast) are
+// LibTorch process-global state: one Workload per process (the worker's model). LibTorch exceptions (c10::Error) never escape:
 // every method returns a Status (out of memory -> RESOURCE_EXHAUSTED, bad configuration ->
 // INVALID_ARGUMENT, other LibTorch/CUDA errors -> INTERNAL with LibTorch's message).
 #pragma once
@@ -43,12 +49,18 @@ struct WorkloadOptions {
   Phase phase = Phase::kTrain;
   int depth = 128, height = 128, width = 128;  // volume (D, H, W)
   int batch = 1;
-  int steps = 10;       // measured steps
-  int warmup = 2;       // unmeasured steps before them
+  int steps = 10;       // measured steps (1..100000)
+  int warmup = 2;       // unmeasured steps before them (0..1000)
   int grad_accum = 2;   // micro-steps per optimizer step (benchmarks use 1)
-  double learning_rate = 1e-5;
+  double learning_rate = 1e-5;  // Adam, betas (0.9, 0.999), eps 1e-8
   uint64_t seed = 0;    // synthetic inputs, weights, noise
+  // Length N of the sampling chain (1..250). N < 250 runs the LAST N steps of the 250-step
+  // chain (t = N-1 .. 0, starting from pure noise at t = N-1), so each step costs the same as
+  // in the full chain; after t = 0 the next step starts a new chain with fresh noise.
   int sample_steps = 250;
+  // Train only: draw t and eps once and reuse them every step (an overfitting check), instead
+  // of fresh ones per micro-step.
+  bool fixed_noise = false;
   // Math and layout flags (a preset is a named set of these).
   bool tf32 = false;
   bool channels_last = false;
@@ -104,11 +116,36 @@ class Workload {
   virtual absl::Status Run(PhaseObserver* observer) = 0;
   // Peak device memory (GPU) or peak RSS (CPU) seen so far, bytes.
   virtual uint64_t PeakMemoryBytes() const = 0;
+
+  // Sample phase: the chain's current state x (after the last Run step), as float values in
+  // NCDHW order, batch x out_channels x D x H x W. After the step with t = 0 it is the
+  // generated volume, in [-1, 1]. FAILED_PRECONDITION in other phases or before Run.
+  virtual absl::StatusOr<std::vector<float>> CurrentSample() = 0;
+
+  // Same-function check against the PyTorch peer (bench/gpu/peer_equivalence.py): re-draws
+  // every weight densely (no zero-init, so the output depends on all of them; the model's own
+  // weights are restored afterwards), runs one strict-FP32 forward on the forward phase's fixed
+  // input, and writes into `dir` (created if missing):
+  //   manifest.json  model options, volume, batch, t, parameter names/shapes/offsets
+  //   weights.bin    every parameter, float32 NCDHW, in registration order (= the peer's
+  //                  state_dict order and names)
+  //   input.bin      the network input (x_t + masks), float32 NCDHW
+  //   output.bin     the predicted noise, float32 NCDHW
+  // FAILED_PRECONDITION unless tf32 and bf16 are off (the check is in strict FP32).
+  virtual absl::Status ExportForPeer(const std::string& dir) = 0;
 };
+
+// INVALID_ARGUMENT naming the field and its allowed range when `options` cannot run (the same
+// rules as config::Validate); Create calls it.
+absl::Status ValidateOptions(const WorkloadOptions& options);
 
 // Parameter count of a model shape, computed without allocating the model.
 int64_t CountParameters(const ModelOptions& model);
-// Estimated peak memory (bytes) for a configuration, per spec/meddpm.md §3.3.
+// Estimated peak memory (bytes) for a configuration, per spec/meddpm.md §3.3: training =
+// weights + Adam m/v + EMA (+ gradients when grad_accum > 1) + the activations autograd saves
+// (per ResBlock (2 Cin + 3 Cout) V + ...; the formula is documented in architecture.cc);
+// forward/sample = weights + the largest set of live activations. 18.4 GiB (train) and 4.7 GiB
+// (forward) at the defaults; 0 for an invalid model.
 uint64_t EstimatePeakMemoryBytes(const WorkloadOptions& options);
 
 }  // namespace medprof::meddpm

@@ -1,0 +1,285 @@
+#include "workloads/meddpm/unet.h"
+
+#include <cmath>
+#include <string_view>
+
+#include "workloads/meddpm/synthetic.h"
+
+namespace medprof::meddpm {
+
+namespace nn = torch::nn;
+
+namespace {
+
+torch::Tensor Keep(const torch::Tensor& x, const ForwardContext& ctx) {
+  if (ctx.channels_last && x.dim() == 5) return x.contiguous(at::MemoryFormat::ChannelsLast3d);
+  return x;
+}
+
+nn::GroupNorm MakeGroupNorm(int groups, int channels) {
+  return nn::GroupNorm(nn::GroupNormOptions(groups, channels).eps(kGroupNormEps).affine(true));
+}
+
+nn::Conv3d MakeConv3d(int in, int out, int kernel, int stride = 1) {
+  return nn::Conv3d(nn::Conv3dOptions(in, out, kernel).stride(stride).padding(kernel / 2));
+}
+
+// GroupNorm computed in FP32 whatever the input dtype (the reference's normalization() does
+// x.float() then casts back; under autocast the output stays FP32 and the next conv casts it).
+torch::Tensor GroupNormFp32(const nn::GroupNorm& gn, const torch::Tensor& x,
+                            const ForwardContext& ctx) {
+  const torch::Tensor in = x.scalar_type() == at::kFloat ? x : x.to(at::kFloat);
+  return Keep(at::group_norm(in, gn->options.num_groups(), gn->weight, gn->bias,
+                             gn->options.eps()),
+              ctx);
+}
+
+}  // namespace
+
+// GroupNorm "0" -> SiLU (no parameters, index 1) -> Conv3d k3 "2": ResBlock halves a and b.
+class NormActConvImpl : public nn::Module {
+ public:
+  NormActConvImpl(int groups, int in, int out) {
+    norm_ = register_module("0", MakeGroupNorm(groups, in));
+    conv_ = register_module("2", MakeConv3d(in, out, 3));
+  }
+  torch::Tensor Forward(const torch::Tensor& x, const ForwardContext& ctx) {
+    return Keep(conv_(at::silu(GroupNormFp32(norm_, x, ctx))), ctx);
+  }
+
+ private:
+  nn::GroupNorm norm_{nullptr};
+  nn::Conv3d conv_{nullptr};
+};
+
+namespace {
+
+// R: h = a(x) + e(SiLU(emb)); h = b(h); out = k(x) + h (k = identity when Cin == Cout).
+class ResBlockImpl : public LayerModule {
+ public:
+  ResBlockImpl(int groups, int in, int out, int emb) {
+    a_ = register_module("a", std::make_shared<NormActConvImpl>(groups, in, out));
+    e_ = register_module("e", nn::Linear(emb, out));
+    b_ = register_module("b", std::make_shared<NormActConvImpl>(groups, out, out));
+    if (in != out) k_ = register_module("k", MakeConv3d(in, out, 1));
+  }
+  torch::Tensor Forward(const torch::Tensor& x, const ForwardContext& ctx) override {
+    // Same evaluation order as the peer: skip first.
+    const torch::Tensor skip = k_.is_empty() ? x : Keep(k_(x), ctx);
+    torch::Tensor h = a_->Forward(x, ctx);
+    const torch::Tensor e = e_(at::silu(ctx.emb));
+    h = h + e.view({e.size(0), e.size(1), 1, 1, 1});
+    h = b_->Forward(h, ctx);
+    return Keep(skip + h, ctx);
+  }
+
+ private:
+  std::shared_ptr<NormActConvImpl> a_, b_;
+  nn::Linear e_{nullptr};
+  nn::Conv3d k_{nullptr};
+};
+
+// A: single-head self-attention over the D*H*W tokens, legacy order (q, k, v are the channel
+// thirds of qkv), q and k each scaled by C^-1/4, softmax in FP32, out = x + proj(a).
+class AttentionImpl : public LayerModule {
+ public:
+  AttentionImpl(int groups, int channels) {
+    n_ = register_module("n", MakeGroupNorm(groups, channels));
+    q_ = register_module("q", nn::Conv1d(nn::Conv1dOptions(channels, 3 * channels, 1)));
+    p_ = register_module("p", nn::Conv1d(nn::Conv1dOptions(channels, channels, 1)));
+  }
+  torch::Tensor Forward(const torch::Tensor& x, const ForwardContext& ctx) override {
+    const int64_t batch = x.size(0), channels = x.size(1);
+    const torch::Tensor h = x.reshape({batch, channels, -1});
+    const torch::Tensor qkv = q_(GroupNormFp32(n_, h, ctx));
+    const std::vector<torch::Tensor> parts = qkv.chunk(3, 1);
+    const double scale = 1.0 / std::sqrt(std::sqrt(static_cast<double>(channels)));
+    // weights[b, t, s] = sum_c q[b, c, t] k[b, c, s]
+    torch::Tensor weights = at::bmm((parts[0] * scale).transpose(1, 2), parts[1] * scale);
+    weights = at::softmax(weights, -1, at::kFloat);
+    // a[b, c, t] = sum_s weights[b, t, s] v[b, c, s]
+    const torch::Tensor attended = at::bmm(parts[2], weights.transpose(1, 2));
+    return Keep(x + p_(attended).reshape(x.sizes()), ctx);
+  }
+
+ private:
+  nn::GroupNorm n_{nullptr};
+  nn::Conv1d q_{nullptr}, p_{nullptr};
+};
+
+// D: Conv3d k3 "c" (stride 1: input conv; stride 2: downsample), optionally after a trilinear
+// x2 upsample (align_corners false).
+class ConvLayerImpl : public LayerModule {
+ public:
+  ConvLayerImpl(int in, int out, int stride, bool upsample) : upsample_(upsample) {
+    c_ = register_module("c", MakeConv3d(in, out, 3, stride));
+  }
+  torch::Tensor Forward(const torch::Tensor& x, const ForwardContext& ctx) override {
+    if (!upsample_) return Keep(c_(x), ctx);
+    const std::vector<int64_t> size = {2 * x.size(2), 2 * x.size(3), 2 * x.size(4)};
+    const torch::Tensor up =
+        Keep(at::upsample_trilinear3d(x, at::IntArrayRef(size), /*align_corners=*/false), ctx);
+    return Keep(c_(up), ctx);
+  }
+
+ private:
+  bool upsample_;
+  nn::Conv3d c_{nullptr};
+};
+
+bool IsZeroInit(std::string_view name) {
+  auto ends_with = [name](std::string_view suffix) {
+    return name.size() >= suffix.size() && name.substr(name.size() - suffix.size()) == suffix;
+  };
+  return ends_with(".b.2") || ends_with(".p") || name == "f.2";
+}
+
+void FillUniform(torch::Tensor& p, Rng& rng, double lo, double hi) {
+  std::vector<float> values(p.numel());
+  rng.FillUniform(values.data(), static_cast<int64_t>(values.size()), lo, hi);
+  p.copy_(torch::from_blob(values.data(), p.sizes(), torch::kFloat));
+}
+
+void InitAffine(torch::Tensor& weight, torch::Tensor& bias, Rng& rng, bool zero) {
+  if (zero) {
+    weight.zero_();
+    if (bias.defined()) bias.zero_();
+    return;
+  }
+  // kaiming_uniform_(a=sqrt(5)) and PyTorch's bias rule both give U(-1/sqrt(fan_in), ..).
+  const double bound = 1.0 / std::sqrt(static_cast<double>(weight.numel() / weight.size(0)));
+  FillUniform(weight, rng, -bound, bound);
+  if (bias.defined()) FillUniform(bias, rng, -bound, bound);
+}
+
+}  // namespace
+
+// "t": Linear "0" -> SiLU -> Linear "2".
+class TimeMlpImpl : public nn::Module {
+ public:
+  TimeMlpImpl(int in, int out) {
+    l0_ = register_module("0", nn::Linear(in, out));
+    l2_ = register_module("2", nn::Linear(out, out));
+  }
+  torch::Tensor Forward(const torch::Tensor& x) { return l2_(at::silu(l0_(x))); }
+
+ private:
+  nn::Linear l0_{nullptr}, l2_{nullptr};
+};
+
+// "f": GroupNorm "0" -> SiLU -> Conv3d k3 "2" (base -> out_channels).
+class HeadImpl : public NormActConvImpl {
+ public:
+  using NormActConvImpl::NormActConvImpl;
+};
+
+torch::Tensor TimestepEmbedding(const torch::Tensor& t, int dim, double max_period) {
+  const int64_t half = dim / 2;
+  // The peer's ops in the peer's order: exp(-ln(P) * arange(half) / half), t.float() * freqs.
+  const torch::Tensor freqs =
+      at::exp(at::arange(half, t.options().dtype(at::kLong)) * (-std::log(max_period)) / half);
+  const torch::Tensor args = t.to(at::kFloat).unsqueeze(1) * freqs.unsqueeze(0);
+  const auto options = t.options().dtype(at::kFloat);
+  torch::Tensor emb = (dim % 2 != 0) ? at::zeros({t.size(0), dim}, options)
+                                     : at::empty({t.size(0), dim}, options);
+  // Written in place (no aten::cat): [cos | sin].
+  torch::Tensor cos_part = emb.narrow(1, 0, half);
+  torch::Tensor sin_part = emb.narrow(1, half, half);
+  at::cos_out(cos_part, args);
+  at::sin_out(sin_part, args);
+  return emb;
+}
+
+UNetImpl::UNetImpl(const ModelOptions& model) : plan_(MakePlan(model)) {
+  const int groups = model.groups, emb = plan_.time_embed_dim;
+  auto make_layer = [&](const Layer& l) -> std::shared_ptr<LayerModule> {
+    switch (l.kind) {
+      case LayerKind::kInputConv:
+        return std::make_shared<ConvLayerImpl>(l.in_channels, l.out_channels, 1, false);
+      case LayerKind::kResBlock:
+        return std::make_shared<ResBlockImpl>(groups, l.in_channels, l.out_channels, emb);
+      case LayerKind::kAttention:
+        return std::make_shared<AttentionImpl>(groups, l.in_channels);
+      case LayerKind::kDownsample:
+        return std::make_shared<ConvLayerImpl>(l.in_channels, l.out_channels, 2, false);
+      case LayerKind::kUpsample:
+        return std::make_shared<ConvLayerImpl>(l.in_channels, l.out_channels, 1, true);
+    }
+    return nullptr;
+  };
+  auto make_blocks = [&](const std::vector<Block>& blocks) {
+    auto list = std::make_shared<BlockListImpl>();
+    for (const Block& b : blocks) {
+      auto layers = std::make_shared<LayerListImpl>();
+      for (const Layer& l : b.layers) layers->Append(make_layer(l));
+      list->Append(layers);
+    }
+    return list;
+  };
+  time_ = register_module("t", std::make_shared<TimeMlpImpl>(model.base_channels, emb));
+  input_ = register_module("I", make_blocks(plan_.input_blocks));
+  middle_ = std::make_shared<LayerListImpl>();
+  for (const Layer& l : plan_.middle) middle_->Append(make_layer(l));
+  register_module("M", middle_);
+  output_ = register_module("O", make_blocks(plan_.output_blocks));
+  head_ = register_module("f", std::make_shared<HeadImpl>(groups, plan_.head_channels,
+                                                          model.out_channels));
+}
+
+torch::Tensor UNetImpl::forward(const torch::Tensor& x, const torch::Tensor& t) {
+  ForwardContext ctx;
+  ctx.channels_last = channels_last_;
+  ctx.emb = time_->Forward(TimestepEmbedding(t, plan_.model.base_channels));
+  std::vector<torch::Tensor> skips;
+  skips.reserve(input_->items().size());
+  torch::Tensor h = Keep(x, ctx);
+  for (const auto& block : input_->items()) {
+    for (const auto& layer : block->items()) h = layer->Forward(h, ctx);
+    skips.push_back(h);
+  }
+  for (const auto& layer : middle_->items()) h = layer->Forward(h, ctx);
+  for (const auto& block : output_->items()) {
+    h = Keep(at::cat({h, skips.back()}, 1), ctx);  // decoder tensor first, skip second
+    skips.pop_back();
+    for (const auto& layer : block->items()) h = layer->Forward(h, ctx);
+  }
+  return head_->Forward(h, ctx);
+}
+
+void UNetImpl::InitWeights(uint64_t seed, InitMode mode) {
+  torch::NoGradGuard no_grad;
+  Rng rng(seed, mode == InitMode::kReference ? Stream::kWeights : Stream::kExport, 0);
+  // named_modules is pre-order in registration order, and parameters live in leaves only, so
+  // this visits parameters in named_parameters() order.
+  for (const auto& item : named_modules("", /*include_self=*/false)) {
+    const std::string& name = item.key();
+    nn::Module& m = *item.value();
+    const bool zero = mode == InitMode::kReference && IsZeroInit(name);
+    if (auto* conv3 = m.as<nn::Conv3dImpl>()) {
+      InitAffine(conv3->weight, conv3->bias, rng, zero);
+    } else if (auto* conv1 = m.as<nn::Conv1dImpl>()) {
+      InitAffine(conv1->weight, conv1->bias, rng, zero);
+    } else if (auto* linear = m.as<nn::LinearImpl>()) {
+      InitAffine(linear->weight, linear->bias, rng, zero);
+    } else if (auto* gn = m.as<nn::GroupNormImpl>()) {
+      if (mode == InitMode::kReference) {
+        gn->weight.fill_(1.0);
+        gn->bias.zero_();
+      } else {
+        FillUniform(gn->weight, rng, 0.75, 1.25);
+        FillUniform(gn->bias, rng, -0.25, 0.25);
+      }
+    }
+  }
+}
+
+void UNetImpl::SetChannelsLast(bool on) {
+  torch::NoGradGuard no_grad;
+  const auto format = on ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::Contiguous;
+  for (torch::Tensor& p : parameters()) {
+    if (p.dim() == 5) p.set_data(p.data().contiguous(format));
+  }
+  channels_last_ = on;
+}
+
+}  // namespace medprof::meddpm
