@@ -82,11 +82,14 @@ Json StringArray(const std::vector<std::string>& items) {
   return a;
 }
 
-// Lines "key  value" with keys padded to one width, each indented by `indent`.
+// Lines "key  value" with keys padded to one width, each indented by `indent`; pairs with an
+// empty value are left out.
 std::string KeyValues(const std::vector<std::pair<std::string, std::string>>& kv,
                       const std::string& indent) {
   size_t width = 0;
-  for (const auto& [k, v] : kv) width = std::max(width, k.size());
+  for (const auto& [k, v] : kv) {
+    if (!v.empty()) width = std::max(width, k.size());
+  }
   std::string out;
   for (const auto& [k, v] : kv) {
     if (v.empty()) continue;

@@ -82,6 +82,7 @@ bool ProgressTracker::Apply(const v1::StudyEvent& event) {
       j->run_id = event.run_id();
       j->stage.clear();
       j->step = j->total = 0;
+      j->message.clear();
     }
     if (event.job_state() != v1::JOB_STATE_UNSPECIFIED && event.job_state() != j->state) {
       if (event.job_state() == v1::JOB_QUEUED) {  // requeued: the progress of the lost run is void
@@ -89,6 +90,7 @@ bool ProgressTracker::Apply(const v1::StudyEvent& event) {
         j->step = j->total = 0;
       }
       j->state = event.job_state();
+      j->message.clear();  // a message belongs to the state it came with
     }
     if (event.has_progress()) {
       const v1::Progress& p = event.progress();
@@ -152,11 +154,14 @@ std::vector<std::string> RenderProgressLines(const std::string& study_id,
   }
   std::array<size_t, kCols> w{};
   for (const auto& r : rows) {
-    for (int c = 0; c < kCols; ++c) w[c] = std::max(w[c], DisplayWidth(r[c]));
+    for (int c = 0; c < kCols - 1; ++c) w[c] = std::max(w[c], DisplayWidth(r[c]));
   }
   for (const auto& r : rows) {
+    // Identity and state aligned; stage, step and bar aligned where the job has them; the
+    // message (failure cause, requeue reason) follows whatever came last.
+    const bool has_stage = !r[3].empty() || !r[4].empty() || !r[5].empty();
     std::string line;
-    for (int c = 0; c < kCols; ++c) {
+    for (int c = 0; c < (has_stage ? kCols - 1 : 3); ++c) {
       if (w[c] == 0) continue;
       if (!line.empty()) line += "  ";
       const size_t pad = w[c] - DisplayWidth(r[c]);
@@ -165,6 +170,7 @@ std::vector<std::string> RenderProgressLines(const std::string& study_id,
       if (c != 4) line.append(pad, ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
+    if (!r[6].empty()) line += "  " + r[6];
     lines.push_back(ClipToWidth(line, width));
   }
   return lines;

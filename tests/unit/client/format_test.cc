@@ -303,8 +303,8 @@ TEST(FormatRun, TableShowsSectionsJsonKeepsProtoNames) {
     o->set_self_ns((i + 1) * 500'000);
   }
   const std::string table = FormatRun(run, OutputFormat::kTable);
-  EXPECT_THAT(table, HasSubstr("run         r-1\n"));
-  EXPECT_THAT(table, HasSubstr("job         j-1 (attempt 1)\n"));
+  EXPECT_THAT(table, HasSubstr("run       r-1\n"));
+  EXPECT_THAT(table, HasSubstr("job       j-1 (attempt 1)\n"));
   EXPECT_THAT(table, HasSubstr("  volume      16x16x16\n"));
   EXPECT_THAT(table, HasSubstr("  flags       tf32 on, channels_last off, bf16 off, fused off\n"));
   EXPECT_THAT(table, HasSubstr("  torch            1.13.1\n"));
