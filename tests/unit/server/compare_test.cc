@@ -1,0 +1,217 @@
+// Compare on hand-made runs with exact expected medians, spreads, speedups and shares.
+#include "tests/unit/server/domain_fixture.h"
+
+namespace medprof::server::testing {
+namespace {
+
+using ::medprof::testing::IsOk;
+using ::medprof::testing::StatusIs;
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+constexpr int64_t kMs = 1'000'000;
+
+TEST(Quantile, InterpolatesBetweenClosestRanks) {
+  EXPECT_DOUBLE_EQ(Quantile({}, 0.5), 0);
+  EXPECT_DOUBLE_EQ(Quantile({7}, 0.9), 7);
+  EXPECT_DOUBLE_EQ(Quantile({40, 10, 30, 20}, 0.5), 25);  // even count: mean of the middle two
+  EXPECT_DOUBLE_EQ(Quantile({10, 20, 30, 40}, 0.1), 13);
+  EXPECT_DOUBLE_EQ(Quantile({10, 20, 30, 40}, 0.9), 37);
+  EXPECT_DOUBLE_EQ(Quantile({1, 2, 3}, 0.5), 2);
+  EXPECT_DOUBLE_EQ(Quantile({1, 2, 3}, 0.0), 1);
+  EXPECT_DOUBLE_EQ(Quantile({1, 2, 3}, 1.0), 3);
+}
+
+class CompareTest : public DomainTest {
+ protected:
+  // Uploads RunStarted + steps (+ extra records) + a summary, and finishes the run.
+  void Complete(const std::string& agent, const Assignment& a, const std::string& gpu, const std::string& backend,
+                const std::vector<int64_t>& step_ns, std::vector<v1::WorkerMessage> extra,
+                const std::vector<std::pair<std::string, std::string>>& skipped_layers) {
+    std::vector<std::pair<uint64_t, v1::WorkerMessage>> msgs;
+    uint64_t seq = 0;
+    msgs.emplace_back(++seq, Started(gpu, backend));
+    for (size_t i = 0; i < step_ns.size(); ++i) msgs.emplace_back(++seq, Step(static_cast<int>(i), step_ns[i]));
+    for (auto& m : extra) msgs.emplace_back(++seq, std::move(m));
+    v1::WorkerMessage summary;
+    summary.mutable_summary()->set_measured_steps(static_cast<int>(step_ns.size()));
+    auto* trace = summary.mutable_summary()->add_layers();
+    trace->set_layer("trace");
+    trace->set_ran(true);
+    for (const auto& [layer, reason] : skipped_layers) {
+      auto* l = summary.mutable_summary()->add_layers();
+      l->set_layer(layer);
+      l->set_reason(reason);
+    }
+    msgs.emplace_back(++seq, std::move(summary));
+    ASSERT_THAT(Upload(agent, a.run_id, std::move(msgs)), IsOk());
+    ASSERT_THAT(Finish(agent, a.run_id, RunState::kSucceeded, seq), IsOk());
+  }
+
+  static v1::WorkerMessage Ops(std::vector<std::pair<std::string, int64_t>> self_ns) {
+    v1::WorkerMessage m;
+    for (const auto& [name, ns] : self_ns) {
+      auto* o = m.mutable_ops()->add_ops();
+      o->set_name(name);
+      o->set_count(1);
+      o->set_self_ns(ns);
+      o->set_total_ns(ns);
+    }
+    return m;
+  }
+
+  static v1::WorkerMessage Kernels(std::vector<std::tuple<std::string, std::string, std::string, int64_t>> rows) {
+    v1::WorkerMessage m;
+    for (const auto& [name, op, category, ns] : rows) {
+      auto* k = m.mutable_kernels()->add_kernels();
+      k->set_name(name);
+      k->set_op(op);
+      k->set_category(category);
+      k->set_count(1);
+      k->set_total_ns(ns);
+    }
+    return m;
+  }
+};
+
+TEST_F(CompareTest, MediansSpreadsSpeedupsAndShares) {
+  const std::string gpu = Register("node-gpu", {Gpu(0)});
+  const std::string cpu = Register("node-cpu", {Cpu()});
+  // Jobs, in queue order: r1 h200 baseline, r1 h200 opt1, r1 cpu baseline, r1 cpu opt1, then r2 the same.
+  const SubmitStudyResult s = Submit({"baseline", "opt1"}, {"gpu=h200", "device=cpu"}, 2);
+
+  std::optional<Assignment> h_base1 = Acquire(gpu);
+  ASSERT_TRUE(h_base1.has_value());
+  Complete(gpu, *h_base1, "NVIDIA H200", "cupti", {10 * kMs, 20 * kMs, 30 * kMs},
+           {Ops({{"aten::conv3d", 700}, {"aten::add", 300}})}, {{"metrics", "no counter permission"}});
+  std::optional<Assignment> h_opt1 = Acquire(gpu);
+  ASSERT_TRUE(h_opt1.has_value());
+  Complete(gpu, *h_opt1, "NVIDIA H200", "cupti", {5 * kMs, 5 * kMs, 6 * kMs},
+           {Kernels({{"sm90_xmma_fprop_implicit_gemm_tf32", "aten::conv3d", "conv", 600},
+                     {"nvjet_tst_128x64", "aten::mm", "gemm", 300},
+                     {"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>()",
+                      "aten::add", "", 100}}),
+            Ops({{"aten::conv3d", 999}})},
+           {});
+  std::optional<Assignment> h_base2 = Acquire(gpu);
+  ASSERT_TRUE(h_base2.has_value());
+  Complete(gpu, *h_base2, "NVIDIA H200", "cupti", {40 * kMs}, {}, {{"metrics", "no counter permission"}});
+  std::optional<Assignment> h_opt2 = Acquire(gpu);  // fails: not compared
+  ASSERT_TRUE(h_opt2.has_value());
+  ASSERT_THAT(Upload(gpu, h_opt2->run_id, {{1, Started("NVIDIA H200", "cupti")}, {2, Step(0, 1 * kMs)}}), IsOk());
+  ASSERT_THAT(Finish(gpu, h_opt2->run_id, RunState::kFailed, 2, "cuda: illegal address"), IsOk());
+
+  std::optional<Assignment> c_base1 = Acquire(cpu);
+  ASSERT_TRUE(c_base1.has_value());
+  ASSERT_THAT(Finish(cpu, c_base1->run_id, RunState::kFailed, 0, "crash"), IsOk());
+  std::optional<Assignment> c_opt1 = Acquire(cpu);
+  ASSERT_TRUE(c_opt1.has_value());
+  Complete(cpu, *c_opt1, "cpu", "cpu", {100 * kMs, 200 * kMs},
+           {Ops({{"aten::conv3d", 600}, {"aten::native_group_norm", 300}, {"aten::silu", 100}})},
+           {{"metrics", "no GPU"}, {"sampling", "no GPU"}});
+  std::optional<Assignment> c_base2 = Acquire(cpu);
+  ASSERT_TRUE(c_base2.has_value());
+  ASSERT_THAT(Finish(cpu, c_base2->run_id, RunState::kFailed, 0, "crash"), IsOk());
+  std::optional<Assignment> c_opt2 = Acquire(cpu);  // still running: not compared
+  ASSERT_TRUE(c_opt2.has_value());
+
+  CompareRequest r;
+  r.study_id = s.study_id;
+  r.top_categories = 2;
+  auto out = domain_->queries().Compare(ctx_, r);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_EQ(out->baseline_preset, "baseline");
+  ASSERT_EQ(out->cells.size(), 3u);
+
+  const CompareCell& base = out->cells[0];
+  EXPECT_EQ(base.gpu, "NVIDIA H200");
+  EXPECT_EQ(base.preset, "baseline");
+  EXPECT_EQ(base.phase, v1::PHASE_TRAIN);
+  EXPECT_EQ(base.n, 2);
+  EXPECT_EQ(base.steps, 4);
+  EXPECT_DOUBLE_EQ(base.step_ms_median, 25.0);
+  EXPECT_DOUBLE_EQ(base.step_ms_p10, 13.0);
+  EXPECT_DOUBLE_EQ(base.step_ms_p90, 37.0);
+  EXPECT_TRUE(base.has_baseline);
+  EXPECT_DOUBLE_EQ(base.speedup_vs_baseline, 1.0);
+  EXPECT_EQ(base.time_source, "ops");
+  EXPECT_THAT(base.categories, ElementsAre(Pair("conv", DoubleNear(0.7, 1e-12)),
+                                           Pair("elementwise", DoubleNear(0.3, 1e-12))));
+  EXPECT_THAT(base.notes, ElementsAre("metrics not collected: no counter permission"));
+
+  const CompareCell& opt1 = out->cells[1];
+  EXPECT_EQ(opt1.gpu, "NVIDIA H200");
+  EXPECT_EQ(opt1.preset, "opt1");
+  EXPECT_EQ(opt1.n, 1);
+  EXPECT_EQ(opt1.steps, 3);
+  EXPECT_DOUBLE_EQ(opt1.step_ms_median, 5.0);
+  EXPECT_DOUBLE_EQ(opt1.step_ms_p10, 5.0);
+  EXPECT_DOUBLE_EQ(opt1.step_ms_p90, 5.8);
+  EXPECT_TRUE(opt1.has_baseline);
+  EXPECT_DOUBLE_EQ(opt1.speedup_vs_baseline, 5.0);
+  EXPECT_EQ(opt1.time_source, "kernels");  // kernel rows win over op rows
+  EXPECT_THAT(opt1.categories,
+              ElementsAre(Pair("conv", DoubleNear(0.6, 1e-12)), Pair("gemm", DoubleNear(0.3, 1e-12))));
+  EXPECT_TRUE(opt1.notes.empty());
+
+  const CompareCell& cpu_cell = out->cells[2];
+  EXPECT_EQ(cpu_cell.gpu, "cpu");
+  EXPECT_EQ(cpu_cell.preset, "opt1");
+  EXPECT_EQ(cpu_cell.n, 1);
+  EXPECT_DOUBLE_EQ(cpu_cell.step_ms_median, 150.0);
+  EXPECT_DOUBLE_EQ(cpu_cell.step_ms_p10, 110.0);
+  EXPECT_DOUBLE_EQ(cpu_cell.step_ms_p90, 190.0);
+  EXPECT_FALSE(cpu_cell.has_baseline);
+  EXPECT_DOUBLE_EQ(cpu_cell.speedup_vs_baseline, 0.0);
+  EXPECT_EQ(cpu_cell.time_source, "ops");
+  EXPECT_THAT(cpu_cell.categories,
+              ElementsAre(Pair("conv", DoubleNear(0.6, 1e-12)), Pair("norm", DoubleNear(0.3, 1e-12))));
+  EXPECT_THAT(cpu_cell.notes, ElementsAre("metrics not collected: no GPU", "sampling not collected: no GPU",
+                                          "no baseline cell on this GPU and phase: no speedup"));
+
+  // All categories when asked; the unclassified kernel was classified from its op.
+  r.top_categories = 12;
+  out = domain_->queries().Compare(ctx_, r);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_THAT(out->cells[1].categories,
+              ElementsAre(Pair("conv", DoubleNear(0.6, 1e-12)), Pair("gemm", DoubleNear(0.3, 1e-12)),
+                          Pair("elementwise", DoubleNear(0.1, 1e-12))));
+
+  // Another baseline: speedups are relative to it.
+  r.baseline_preset = "opt1";
+  out = domain_->queries().Compare(ctx_, r);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_DOUBLE_EQ(out->cells[0].speedup_vs_baseline, 0.2);
+  EXPECT_TRUE(out->cells[2].has_baseline);
+
+  // A phase filter with no steps of that phase: no cells.
+  r.phase = v1::PHASE_FORWARD;
+  out = domain_->queries().Compare(ctx_, r);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_TRUE(out->cells.empty());
+}
+
+TEST_F(CompareTest, ValidatesTheRequest) {
+  CompareRequest r;
+  EXPECT_THAT(domain_->queries().Compare(ctx_, r),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("study_id: required")));
+  r.study_id = "st-nope";
+  EXPECT_THAT(domain_->queries().Compare(ctx_, r),
+              StatusIs(absl::StatusCode::kNotFound, "study_id: no study 'st-nope'"));
+  r.baseline_preset = "fp64";
+  EXPECT_THAT(domain_->queries().Compare(ctx_, r),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("baseline_preset: unknown preset 'fp64'")));
+  r.baseline_preset = "";
+  r.top_categories = 13;
+  EXPECT_THAT(domain_->queries().Compare(ctx_, r),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("top_categories: 13 is out of range")));
+  r.top_categories = 0;
+  r.phase = static_cast<v1::Phase>(9);
+  EXPECT_THAT(domain_->queries().Compare(ctx_, r),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("phase: 9 is not a phase")));
+}
+
+}  // namespace
+}  // namespace medprof::server::testing
