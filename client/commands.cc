@@ -32,7 +32,8 @@ int WatchToEnd(MedprofClient& client, const std::string& study_id, OutputFormat 
   absl::StatusOr<v1::Study> study = client.GetStudy(study_id);
   if (!study.ok()) return ServerError(io, study.status());
 
-  ProgressView view(io.err, io.err_is_tty, io.width);
+  // The block keeps a row free for the summary line and one for the cursor.
+  ProgressView view(io.err, io.err_is_tty, io.width, io.height > 0 ? std::max(3, io.height - 2) : 0);
   view.Start(study_id, study->jobs());
   if (study->state() != v1::STUDY_ACTIVE && study->state() != v1::STUDY_STATE_UNSPECIFIED) {
     // Already over: no events to wait for.

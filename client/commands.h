@@ -33,6 +33,7 @@ struct CliIo {
   std::ostream* err = nullptr;  // progress, warnings, errors
   bool err_is_tty = false;      // live progress block instead of plain lines
   int width = 0;                // terminal width for the live block (0 = no clipping)
+  int height = 0;               // terminal rows for the live block (0 = no limit)
 };
 
 // How a watch survives a server restart or network loss: the stream is reopened after

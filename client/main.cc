@@ -18,8 +18,10 @@ int main(int argc, char** argv) {
   io.err_is_tty = isatty(STDERR_FILENO) == 1;
   if (io.err_is_tty) {
     winsize ws{};
+    const bool known = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0;
     // One column less than the terminal, so a full line never wraps and breaks the redraw.
-    io.width = (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 20) ? ws.ws_col - 1 : 99;
+    io.width = (known && ws.ws_col > 20) ? ws.ws_col - 1 : 99;
+    io.height = (known && ws.ws_row > 4) ? ws.ws_row : 24;
   }
   return medprof::client::RunCli(args, medprof::client::ProcessEnv(), io);
 }

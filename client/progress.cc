@@ -118,7 +118,8 @@ std::string RenderBar(int step, int total, int cells, bool done) {
 }
 
 std::vector<std::string> RenderProgressLines(const std::string& study_id,
-                                             const ProgressTracker& tracker, int width) {
+                                             const ProgressTracker& tracker, int width,
+                                             int max_job_lines) {
   std::vector<std::string> parts;
   for (v1::JobState st : {v1::JOB_RUNNING, v1::JOB_QUEUED, v1::JOB_SUCCEEDED, v1::JOB_FAILED, v1::JOB_CANCELLED}) {
     const int n = tracker.Count(st);
@@ -129,9 +130,33 @@ std::vector<std::string> RenderProgressLines(const std::string& study_id,
       absl::StrCat("study ", study_id, ": ", parts.empty() ? "no jobs" : absl::StrJoin(parts, ", ")), width));
 
   // Cells per job, then pad each column to its widest cell.
+  // Which jobs get a line.
+  const std::vector<JobProgress>& all = tracker.jobs();
+  std::vector<size_t> shown(all.size());
+  for (size_t i = 0; i < all.size(); ++i) shown[i] = i;
+  size_t hidden = 0;
+  if (max_job_lines > 0 && all.size() > static_cast<size_t>(max_job_lines)) {
+    auto rank = [](v1::JobState s) {
+      switch (s) {
+        case v1::JOB_RUNNING: return 0;
+        case v1::JOB_FAILED: return 1;
+        case v1::JOB_QUEUED: return 2;
+        case v1::JOB_CANCELLED: return 3;
+        default: return 4;
+      }
+    };
+    std::stable_sort(shown.begin(), shown.end(),
+                     [&](size_t a, size_t b) { return rank(all[a].state) < rank(all[b].state); });
+    const size_t keep = static_cast<size_t>(std::max(1, max_job_lines - 1));
+    hidden = shown.size() - keep;
+    shown.resize(keep);
+    std::sort(shown.begin(), shown.end());
+  }
+
   constexpr int kCols = 7;
   std::vector<std::array<std::string, kCols>> rows;
-  for (const JobProgress& j : tracker.jobs()) {
+  for (size_t index : shown) {
+    const JobProgress& j = all[index];
     std::array<std::string, kCols> r;
     r[0] = j.preset;
     r[1] = j.repeat > 0 ? absl::StrCat(TargetLabel(j.target), " r", j.repeat) : TargetLabel(j.target);
@@ -173,6 +198,7 @@ std::vector<std::string> RenderProgressLines(const std::string& study_id,
     if (!r[6].empty()) line += "  " + r[6];
     lines.push_back(ClipToWidth(line, width));
   }
+  if (hidden > 0) lines.push_back(ClipToWidth(absl::StrCat("\u2026 ", hidden, " more jobs not shown"), width));
   return lines;
 }
 
@@ -186,8 +212,8 @@ std::string RenderPlainLine(const JobProgress& j) {
   return line;
 }
 
-ProgressView::ProgressView(std::ostream* out, bool tty, int width)
-    : out_(out), tty_(tty), width_(width) {}
+ProgressView::ProgressView(std::ostream* out, bool tty, int width, int max_job_lines)
+    : out_(out), tty_(tty), width_(width), max_job_lines_(max_job_lines) {}
 
 void ProgressView::Start(const std::string& study_id,
                          const google::protobuf::RepeatedPtrField<v1::Job>& jobs) {
@@ -244,10 +270,11 @@ void ProgressView::Finish() {
 }
 
 void ProgressView::Redraw() {
-  const std::vector<std::string> lines = RenderProgressLines(study_id_, tracker_, width_);
+  const std::vector<std::string> lines = RenderProgressLines(study_id_, tracker_, width_, max_job_lines_);
   std::string buf;
   if (lines_drawn_ > 0) buf += absl::StrCat("\x1b[", lines_drawn_, "F");
   for (const std::string& l : lines) buf += absl::StrCat("\x1b[2K", l, "\n");
+  if (static_cast<int>(lines.size()) < lines_drawn_) buf += "\x1b[J";  // erase leftover lines
   *out_ << buf;
   out_->flush();
   lines_drawn_ = static_cast<int>(lines.size());

@@ -62,8 +62,12 @@ std::string RenderBar(int step, int total, int cells, bool done);
 
 // The terminal block: a summary line ("study <id>: 1 running, 2 queued, 1 succeeded"), then
 // one aligned line per job. Each line is clipped to `width` code points (0 = no clipping).
+// With more jobs than `max_job_lines` (0 = no limit), running, failed and queued jobs are
+// shown first (in study order) and the last line counts the jobs left out, so the block
+// never outgrows the terminal (a block taller than the screen cannot be redrawn in place).
 std::vector<std::string> RenderProgressLines(const std::string& study_id,
-                                             const ProgressTracker& tracker, int width);
+                                             const ProgressTracker& tracker, int width,
+                                             int max_job_lines = 0);
 
 // A line for logs: "job <id> <preset> <target|any>: <state>[ <stage> <step>/<total>][: message]".
 std::string RenderPlainLine(const JobProgress& job);
@@ -71,8 +75,9 @@ std::string RenderPlainLine(const JobProgress& job);
 class ProgressView {
  public:
   // `out` is borrowed and must outlive the view. `tty` selects in-place redraw; `width` is the
-  // terminal width used to clip lines (0 = no clipping).
-  ProgressView(std::ostream* out, bool tty, int width);
+  // terminal width used to clip lines and `max_job_lines` the job lines that fit under the
+  // summary line (0 = no limit).
+  ProgressView(std::ostream* out, bool tty, int width, int max_job_lines = 0);
 
   // Starts the view with the study's jobs (draws the first block on a terminal).
   void Start(const std::string& study_id,
@@ -92,6 +97,7 @@ class ProgressView {
   std::ostream* out_;
   bool tty_;
   int width_;
+  int max_job_lines_;
   std::string study_id_;
   ProgressTracker tracker_;
   int lines_drawn_ = 0;

@@ -161,6 +161,28 @@ TEST(RenderProgressLines, OneAlignedLinePerJob) {
   EXPECT_EQ(RenderProgressLines("st-1", t, 20)[1], "baseline  any      \u2026");
 }
 
+TEST(RenderProgressLines, ManyJobsShowActiveOnesFirstWithinTheLimit) {
+  google::protobuf::RepeatedPtrField<v1::Job> jobs;
+  const v1::JobState states[] = {v1::JOB_SUCCEEDED, v1::JOB_SUCCEEDED, v1::JOB_RUNNING,
+                                 v1::JOB_QUEUED,    v1::JOB_FAILED,    v1::JOB_SUCCEEDED};
+  for (int i = 0; i < 6; ++i) {
+    v1::Job* j = jobs.Add();
+    j->set_job_id("j-" + std::to_string(i));
+    j->set_preset("p" + std::to_string(i));
+    j->set_state(states[i]);
+  }
+  ProgressTracker t;
+  t.AddJobs(jobs);
+  // 4 job lines: 3 jobs (running, failed, queued — in study order) and the count of the rest.
+  EXPECT_THAT(RenderProgressLines("st-1", t, 0, 4),
+              ElementsAre("study st-1: 1 running, 1 queued, 3 succeeded, 1 failed",
+                          "p2  any  running",
+                          "p3  any  queued",
+                          "p4  any  failed",
+                          "\u2026 3 more jobs not shown"));
+  EXPECT_EQ(RenderProgressLines("st-1", t, 0, 6).size(), 7u);  // all fit: no count line
+}
+
 TEST(RenderPlainLine, StateStageAndMessage) {
   JobProgress j;
   j.job_id = "j-1";
