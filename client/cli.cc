@@ -341,7 +341,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   submit->add_option("--seed", sf.seed, "seed of the synthetic inputs and weights")->type_name("N");
   submit->add_option("--sample-steps", sf.sample_steps, "denoising steps for --phase sample (1..250)")->type_name("N");
   submit->add_option("--device", sf.device, "auto|cpu|cuda")->type_name("DEVICE");
-  submit->add_option("--cpu-threads", sf.cpu_threads, "CPU threads (0 = LibTorch default)")->type_name("N");
+  submit->add_option("--cpu-threads,--threads", sf.cpu_threads, "CPU threads (0 = LibTorch default; --threads as in medprof-worker)")->type_name("N");
   submit->add_option("--metrics-top-k", sf.metrics_top_k, "kernels profiled by the metrics layer (0..200)")->type_name("N");
   submit->add_option("--max-attempts", sf.max_attempts, "attempts per job (1..10)")->type_name("N");
   submit->add_option("--timeout-s", sf.timeout_s, "per-run wall-clock limit in seconds")->type_name("N");

@@ -121,6 +121,13 @@ TEST(CliSubmit, SelectorsPassThroughUnparsed) {
   EXPECT_THAT(s.request.targets(), ElementsAre("gpu=h100,arch=9.0", "label.rack=a b", "", "not a selector!"));
 }
 
+TEST(CliSubmit, ThreadsIsTheWorkersNameForCpuThreads) {
+  auto s = Body<SubmitCommand>(Parse({"submit", "--presets", "baseline", "--threads", "1"}));
+  EXPECT_EQ(s.request.config().cpu_threads(), 1);
+  EXPECT_THAT(UsageError({"submit", "--presets", "baseline", "--threads", "2000"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--cpu-threads: 2000 is out of range (allowed 0..1024)"));
+}
+
 TEST(CliSubmit, DeviceAutoIsUnspecified) {
   auto s = Body<SubmitCommand>(Parse({"submit", "--presets", "baseline", "--device", "auto"}));
   EXPECT_EQ(s.request.config().device(), v1::DEVICE_KIND_UNSPECIFIED);
