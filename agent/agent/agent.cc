@@ -201,13 +201,16 @@ std::vector<int> Agent::FreeDevicesLocked() const {
 }
 
 void Agent::OnTransportError(const absl::Status& s) {
+  bool ever_registered = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!connected_) return;
     connected_ = false;
     disconnected_since_ns_ = MonotonicNs();
+    ever_registered = registrations_ > 0;
   }
-  kLog.Warn("lost the server {}: {}; retrying with backoff", config_.server, s.ToString());
+  kLog.Warn("{} the server {}: {}; retrying with backoff", ever_registered ? "lost" : "cannot reach", config_.server,
+            s.ToString());
 }
 
 void Agent::OnServerOk() {
@@ -218,8 +221,7 @@ void Agent::OnServerOk() {
     connected_ = true;
     since = disconnected_since_ns_;
   }
-  kLog.Info("server {} reachable again after {:.1f} s", config_.server,
-            static_cast<double>(MonotonicNs() - since) / 1e9);
+  kLog.Info("server {} reachable after {:.1f} s", config_.server, static_cast<double>(MonotonicNs() - since) / 1e9);
 }
 
 absl::Status Agent::Register() {

@@ -36,12 +36,12 @@ class ChildProcess final : public WorkerProcess {
   int result_fd() const override { return read_fd_; }
 
   absl::Status Signal(int sig) override {
-    // The group first (the worker and anything it started); the pid itself in case the
-    // child has not yet made its group.
+    // The whole group (the worker and anything it started), once: a second delivery to
+    // the worker could interrupt its own SIGTERM handling. Launch made the group before
+    // returning (setpgid in both parent and child), so ESRCH means everyone is gone.
     if (::kill(-pid_, sig) != 0 && errno != ESRCH) {
       return ErrnoStatus(absl::StrCat("kill(-", pid_, ", ", sig, ")"), errno);
     }
-    if (!exit_.has_value()) ::kill(pid_, sig);
     return absl::OkStatus();
   }
 
