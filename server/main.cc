@@ -1,0 +1,183 @@
+// medprof-server: wires the SQLite store, the domain and the gRPC endpoint together, runs the
+// lease reaper, and shuts down gracefully on SIGTERM/SIGINT (one signal thread, sigwait).
+#include <pthread.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/version.h"
+#include "server/domain/domain.h"
+#include "server/rpc/grpc_server.h"
+#include "server/store/sqlite_store.h"
+
+namespace medprof::server {
+namespace {
+
+const Logger kLog("server");
+
+struct Flags {
+  std::string db;
+  std::string listen = "127.0.0.1:7070";
+  int64_t lease_ttl_ms = 30000;
+  int64_t heartbeat_interval_ms = 5000;
+  int max_attempts_default = 3;
+  std::string synchronous = "normal";
+  std::string tls_cert, tls_key, tls_client_ca;
+  std::string log_level = "info";
+};
+
+// Calls Scheduler::ExpireLeases every `interval` until stopped.
+class LeaseReaper {
+ public:
+  LeaseReaper(Scheduler& scheduler, std::chrono::milliseconds interval)
+      : scheduler_(scheduler), interval_(interval), thread_([this] { Loop(); }) {}
+  ~LeaseReaper() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!cv_.wait_for(lock, interval_, [this] { return stop_; })) {
+      lock.unlock();
+      absl::StatusOr<int> expired = scheduler_.ExpireLeases();
+      if (!expired.ok()) kLog.Error("expiring leases: {}", expired.status().ToString());
+      lock.lock();
+    }
+  }
+
+  Scheduler& scheduler_;
+  const std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+int Fail(const absl::Status& s) {
+  kLog.Error("cannot start: {}", std::string(s.message()));
+  return 2;
+}
+
+int Run(const Flags& flags, const sigset_t& signals) {
+  kLog.Info("medprof-server {} starting", kVersionLine);
+
+  // Everything that can be checked without side effects first: a refused start creates no file.
+  DomainOptions options;
+  options.lease_ttl_ms = flags.lease_ttl_ms;
+  options.heartbeat_interval_ms = flags.heartbeat_interval_ms;
+  options.max_attempts_default = flags.max_attempts_default;
+  if (absl::Status s = options.Validate(); !s.ok()) return Fail(s);
+  rpc::GrpcServerOptions server_options;
+  server_options.listen = flags.listen;
+  server_options.tls_cert_file = flags.tls_cert;
+  server_options.tls_key_file = flags.tls_key;
+  server_options.tls_client_ca_file = flags.tls_client_ca;
+  absl::StatusOr<std::unique_ptr<rpc::GrpcServer>> server = rpc::GrpcServer::Create(server_options);
+  if (!server.ok()) return Fail(server.status());
+  absl::StatusOr<Synchronous> sync = ParseSynchronous(flags.synchronous);
+  if (!sync.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--", sync.status().message())));
+  if (flags.db != ":memory:") {
+    const std::filesystem::path dir = std::filesystem::absolute(flags.db).parent_path();
+    if (!std::filesystem::is_directory(dir)) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat("--db ", flags.db, ": directory ", dir.string(), " does not exist (create it first)")));
+    }
+  }
+  SqliteStoreOptions store_options;
+  store_options.path = flags.db;
+  store_options.synchronous = *sync;
+  absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::Open(store_options);
+  if (!store.ok()) return Fail(store.status());
+  kLog.Info("database {}: schema version {}, journal {}, synchronous {}", flags.db, (*store)->schema_version(),
+            (*store)->journal_mode(), flags.synchronous);
+
+  absl::StatusOr<std::unique_ptr<Domain>> domain = Domain::Create(store->get(), Clock::Real(), options);
+  if (!domain.ok()) return Fail(domain.status());
+
+  if (absl::Status s = (*server)->Start(domain->get()); !s.ok()) return Fail(s);
+
+  if (!(*server)->tls()) {
+    kLog.Warn("plaintext on loopback, no TLS, no tokens (development only)");
+  } else if ((*server)->mutual_tls()) {
+    kLog.Info("TLS with client certificates (mutual TLS; CA {})", flags.tls_client_ca);
+  } else {
+    kLog.Info("TLS (certificate {})", flags.tls_cert);
+  }
+  kLog.Info("lease ttl {} ms, heartbeat interval {} ms, max attempts per job {} (default)", options.lease_ttl_ms,
+            options.heartbeat_interval_ms, options.max_attempts_default);
+  kLog.Info("listening on {}", (*server)->address());
+
+  const auto reap_every = std::chrono::milliseconds(std::clamp<int64_t>(options.lease_ttl_ms / 10, 100, 1000));
+  LeaseReaper reaper((*domain)->scheduler(), reap_every);
+
+  rpc::GrpcServer* srv = server->get();
+  std::thread signal_thread([srv, &signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    kLog.Info("received {}: shutting down (in-flight calls get 5 s)", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    srv->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  });
+  srv->Wait();
+  signal_thread.join();
+  kLog.Info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace medprof::server
+
+int main(int argc, char** argv) {
+  // Every thread inherits this mask, so SIGTERM/SIGINT reach only the signal thread's sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  medprof::server::Flags flags;
+  CLI::App app{"medprof-server: the medprof job queue, result store and query service"};
+  app.set_version_flag("--version", std::string("medprof-server ") + medprof::kVersionLine);
+  app.add_option("--db", flags.db, "SQLite database file (created when missing; its directory must exist)")
+      ->required();
+  app.add_option("--listen", flags.listen, "HOST:PORT to listen on; port 0 = any free port")->capture_default_str();
+  app.add_option("--lease-ttl-ms", flags.lease_ttl_ms, "run lease without heartbeats before the run is lost")
+      ->capture_default_str();
+  app.add_option("--heartbeat-interval-ms", flags.heartbeat_interval_ms, "heartbeat interval told to agents")
+      ->capture_default_str();
+  app.add_option("--max-attempts-default", flags.max_attempts_default,
+                 "attempts per job when a submission does not say (1..10)")
+      ->capture_default_str();
+  app.add_option("--synchronous", flags.synchronous,
+                 "SQLite synchronous level: normal (survives crashes) or full (also power loss)")
+      ->capture_default_str();
+  app.add_option("--tls-cert", flags.tls_cert, "PEM server certificate chain (required off loopback)");
+  app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");
+  app.add_option("--tls-client-ca", flags.tls_client_ca, "PEM CA that client certificates must chain to (mutual TLS)");
+  app.add_option("--log-level", flags.log_level, "debug|info|warn|error|off")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  medprof::LogLevel level;
+  if (!medprof::logging::ParseLevel(flags.log_level, &level)) {
+    std::fprintf(stderr, "medprof-server: --log-level '%s' is not a level (allowed debug|info|warn|error|off)\n",
+                 flags.log_level.c_str());
+    return 1;
+  }
+  medprof::logging::Init("medprof-server", level);
+  return medprof::server::Run(flags, signals);
+}

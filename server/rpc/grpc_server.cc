@@ -1,0 +1,173 @@
+#include "server/rpc/grpc_server.h"
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "server/rpc/services.h"
+
+namespace medprof::server::rpc {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(flag, " ", path, ": cannot open (", std::strerror(errno), ")"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string pem = text.str();
+  if (pem.find("-----BEGIN") == std::string::npos) {
+    return absl::FailedPreconditionError(absl::StrCat(flag, " ", path, ": not a PEM file (no -----BEGIN line)"));
+  }
+  return pem;
+}
+
+}  // namespace
+
+std::string ListenAddress::ToString() const {
+  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<ListenAddress> ParseListenAddress(const std::string& text) {
+  const auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("--listen '", text, "': ", why,
+                                                   " (expected HOST:PORT, e.g. 127.0.0.1:7070 or [::1]:0)"));
+  };
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos) return bad("no port");
+  ListenAddress a;
+  a.host = text.substr(0, colon);
+  if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') {
+    a.host = a.host.substr(1, a.host.size() - 2);
+  } else if (a.host.find(':') != std::string::npos) {
+    return bad("an IPv6 host needs brackets");
+  }
+  if (a.host.empty()) return bad("no host");
+  if (!absl::SimpleAtoi(text.substr(colon + 1), &a.port) || a.port < 0 || a.port > 65535) {
+    return bad("the port must be 0..65535 (0 = any free port)");
+  }
+  return a;
+}
+
+bool IsLoopback(const std::string& host) {
+  if (absl::AsciiStrToLower(host) == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
+  return false;
+}
+
+absl::Status GrpcServer::CheckOptions(const GrpcServerOptions& options) {
+  MEDPROF_ASSIGN_OR_RETURN(ListenAddress address, ParseListenAddress(options.listen));
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together: pass both, or neither (loopback only)");
+  }
+  if (!options.tls_client_ca_file.empty() && options.tls_cert_file.empty()) {
+    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key as well");
+  }
+  if (options.tls_cert_file.empty() && !IsLoopback(address.host)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to listen on ", address.ToString(),
+        " without TLS: pass --tls-cert FILE --tls-key FILE (PEM; add --tls-client-ca FILE for mutual TLS), "
+        "or listen on a loopback address such as 127.0.0.1 for development"));
+  }
+  if (options.max_receive_message_bytes < (1 << 20) || options.max_receive_message_bytes > (1 << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("max_receive_message_bytes: ", options.max_receive_message_bytes,
+                                                   " is out of range (allowed 1 MiB..1 GiB)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(const GrpcServerOptions& options) {
+  MEDPROF_RETURN_IF_ERROR(CheckOptions(options));
+  MEDPROF_ASSIGN_OR_RETURN(ListenAddress address, ParseListenAddress(options.listen));
+  auto server = std::unique_ptr<GrpcServer>(new GrpcServer(options, address));
+  if (!options.tls_cert_file.empty()) {
+    MEDPROF_ASSIGN_OR_RETURN(server->cert_pem_, ReadPem(options.tls_cert_file, "--tls-cert"));
+    MEDPROF_ASSIGN_OR_RETURN(server->key_pem_, ReadPem(options.tls_key_file, "--tls-key"));
+  }
+  if (!options.tls_client_ca_file.empty()) {
+    MEDPROF_ASSIGN_OR_RETURN(server->client_ca_pem_, ReadPem(options.tls_client_ca_file, "--tls-client-ca"));
+  }
+  return server;
+}
+
+GrpcServer::GrpcServer(GrpcServerOptions options, ListenAddress address)
+    : options_(std::move(options)), address_(std::move(address)) {}
+
+GrpcServer::~GrpcServer() {
+  if (server_ != nullptr) {
+    Shutdown(std::chrono::system_clock::now());
+    server_->Wait();
+  }
+}
+
+absl::Status GrpcServer::Start(Domain* domain) {
+  if (server_ != nullptr) return absl::FailedPreconditionError("GrpcServer::Start called twice");
+  if (domain == nullptr) return absl::InvalidArgumentError("GrpcServer::Start: domain required");
+  domain_ = domain;
+  medprof_service_ = std::make_unique<MedprofServiceImpl>(*domain);
+  agent_service_ = std::make_unique<AgentServiceImpl>(*domain);
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (tls()) {
+    grpc::SslServerCredentialsOptions ssl(client_ca_pem_.empty()
+                                              ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = client_ca_pem_;
+    ssl.pem_key_cert_pairs.push_back({key_pem_, cert_pem_});
+    creds = grpc::SslServerCredentials(ssl);
+  } else {
+    creds = grpc::InsecureServerCredentials();
+  }
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address_.ToString(), creds, &port_);
+  builder.RegisterService(medprof_service_.get());
+  builder.RegisterService(agent_service_.get());
+  builder.SetMaxReceiveMessageSize(options_.max_receive_message_bytes);
+  builder.SetMaxSendMessageSize(64 << 20);
+  // Agents behind NAT send keepalive pings on their long-lived calls; allow them.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    server_.reset();
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address_.ToString(),
+                                               ": the address is in use or not available on this host"));
+  }
+  return absl::OkStatus();
+}
+
+std::string GrpcServer::address() const {
+  ListenAddress bound = address_;
+  bound.port = port_;
+  return bound.ToString();
+}
+
+void GrpcServer::Wait() {
+  if (server_ != nullptr) server_->Wait();
+}
+
+void GrpcServer::Shutdown(std::chrono::system_clock::time_point deadline) {
+  if (server_ == nullptr) return;
+  domain_->Shutdown();
+  if (auto* health = server_->GetHealthCheckService(); health != nullptr) health->Shutdown();
+  server_->Shutdown(deadline);
+}
+
+}  // namespace medprof::server::rpc
