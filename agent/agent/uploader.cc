@@ -87,10 +87,14 @@ std::vector<std::string> Uploader::WaitIdle(int64_t deadline_ns) {
 void Uploader::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
+    // Sleep until a scheduled retry or throttled upload is due, something changed
+    // (Notify), or a second passed. Runs with nothing to do are only looked at then.
     const int64_t now = MonotonicNs();
     int64_t wake = now + kIdleWaitMs * kNsPerMs;
-    for (const auto& [id, entry] : entries_) wake = std::min(wake, std::max(now, entry->next_attempt_ns));
-    if (!notified_ && wake > now) cv_.wait_for(lock, std::chrono::nanoseconds(wake - now));
+    for (const auto& [id, entry] : entries_) {
+      if (entry->next_attempt_ns > now) wake = std::min(wake, entry->next_attempt_ns);
+    }
+    if (!notified_) cv_.wait_for(lock, std::chrono::nanoseconds(wake - now));
     notified_ = false;
     if (stop_) break;
     std::vector<std::shared_ptr<Entry>> snapshot;
