@@ -21,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -34,6 +33,12 @@ PEER_MODEL = {"in_channels": 3, "out_channels": 1, "base_channels": 64,
 def fail(msg, code=1):
     print(f"peer_equivalence: FAIL: {msg}", flush=True)
     sys.exit(code)
+
+
+def read_f32(path, shape=None):
+    with open(path, "rb") as f:
+        t = torch.frombuffer(bytearray(f.read()), dtype=torch.float32)  # little-endian hosts
+    return t.reshape(shape) if shape is not None else t
 
 
 def default_exporter():
@@ -82,24 +87,23 @@ def main():
             if x != y:
                 fail(f"parameter {i}: medprof registers '{x}', the peer '{y}'")
         fail(f"medprof has {len(names)} parameters, the peer {len(sd)}")
-    flat = np.fromfile(os.path.join(d, man["weights"]), dtype="<f4")
-    if flat.size != man["parameter_count"] or flat.size != sum(v.numel() for v in sd.values()):
-        fail(f"weights.bin holds {flat.size} floats; manifest {man['parameter_count']}, "
+    flat = read_f32(os.path.join(d, man["weights"]))
+    if flat.numel() != man["parameter_count"] or flat.numel() != sum(v.numel() for v in sd.values()):
+        fail(f"weights.bin holds {flat.numel()} floats; manifest {man['parameter_count']}, "
              f"peer {sum(v.numel() for v in sd.values())}")
     new_sd = {}
     for p in man["parameters"]:
         shape = tuple(p["shape"])
         if shape != tuple(sd[p["name"]].shape):
             fail(f"{p['name']}: medprof shape {shape}, peer {tuple(sd[p['name']].shape)}")
-        n = int(np.prod(shape))
-        new_sd[p["name"]] = torch.from_numpy(flat[p["offset"]:p["offset"] + n].reshape(shape).copy())
+        n = sd[p["name"]].numel()
+        new_sd[p["name"]] = flat[p["offset"]:p["offset"] + n].reshape(shape).clone()
     net.load_state_dict(new_sd, strict=True)
-    print(f"peer_equivalence: {len(names)} parameter tensors, {flat.size} parameters, names/order/shapes identical")
+    print(f"peer_equivalence: {len(names)} parameter tensors, {flat.numel()} parameters, "
+          "names/order/shapes identical")
 
-    x = torch.from_numpy(np.fromfile(os.path.join(d, man["input"]["file"]), dtype="<f4")
-                         .reshape(man["input"]["shape"]).copy())
-    ours = torch.from_numpy(np.fromfile(os.path.join(d, man["output"]["file"]), dtype="<f4")
-                            .reshape(man["output"]["shape"]).copy()).double()
+    x = read_f32(os.path.join(d, man["input"]["file"]), man["input"]["shape"])
+    ours = read_f32(os.path.join(d, man["output"]["file"]), man["output"]["shape"]).double()
     t = torch.tensor(man["timesteps"], dtype=torch.long)
 
     dev = man["device"] if a.device == "auto" or a.dir else a.device
