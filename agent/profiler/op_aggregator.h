@@ -7,9 +7,10 @@
 // attributed to the innermost op and its phase with one table lookup (Lookup).
 //
 // No LibTorch dependency; usable from tests. Thread-safe: all methods may be called from any
-// thread (one mutex; a few hundred nanoseconds per op).
+// thread. Interning takes a mutex; adding to a Slot (the hot path, once per op) is lock-free.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -28,13 +29,26 @@ struct OpKey {
 
 class OpAggregator {
  public:
+  // One (name, phase) pair's counters. Its address is stable for the aggregator's lifetime.
+  struct Slot {
+    Slot(uint32_t slot_id, OpKey slot_key) : id(slot_id), key(std::move(slot_key)) {}
+    const uint32_t id;
+    const OpKey key;
+    std::atomic<int64_t> count{0};
+    std::atomic<int64_t> total_ns{0};
+    std::atomic<int64_t> self_ns{0};
+  };
+
   OpAggregator() = default;
   OpAggregator(const OpAggregator&) = delete;
   OpAggregator& operator=(const OpAggregator&) = delete;
 
-  // Returns the id of (name, phase), creating it on first use. Ids are dense, from 0.
-  uint32_t Intern(std::string_view name, std::string_view phase);
-  // Adds one finished op invocation. Unknown ids are ignored.
+  // Returns the slot of (name, phase), creating it on first use. Ids are dense, from 0.
+  Slot* InternSlot(std::string_view name, std::string_view phase);
+  uint32_t Intern(std::string_view name, std::string_view phase) { return InternSlot(name, phase)->id; }
+  // Adds one finished op invocation (lock-free).
+  static void Add(Slot* slot, int64_t inclusive_ns, int64_t self_ns);
+  // Same by id. Unknown ids are ignored.
   void Add(uint32_t id, int64_t inclusive_ns, int64_t self_ns);
   // The (name, phase) of an id; false when the id was never handed out.
   bool Lookup(uint32_t id, OpKey* out) const;
@@ -46,15 +60,9 @@ class OpAggregator {
   v1::OpAggregates Snapshot(int steps) const;
 
  private:
-  struct Entry {
-    OpKey key;
-    int64_t count = 0;
-    int64_t total_ns = 0;
-    int64_t self_ns = 0;
-  };
   mutable std::mutex mu_;
   std::unordered_map<std::string, uint32_t> index_;  // name + '\0' + phase -> id
-  std::deque<Entry> entries_;
+  std::deque<Slot> slots_;                           // by id; guarded by mu_ (the deque, not the counters)
 };
 
 }  // namespace medprof::profiler

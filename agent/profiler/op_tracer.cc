@@ -3,6 +3,10 @@
 #include <ATen/record_function.h>
 
 #include <atomic>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,13 +32,27 @@ struct ThreadStack {
 };
 thread_local ThreadStack t_stack;
 
+// Per-thread cache (name pointer, interned phase) -> slot, so the hot path takes no lock.
+// Valid for one session (one tracker and aggregator); a hit is confirmed by comparing the
+// name text, so a name pointer reused for another string cannot alias.
+struct SlotCache {
+  struct KeyHash {
+    size_t operator()(const std::pair<const char*, const std::string*>& k) const {
+      return std::hash<const void*>()(k.first) * 31 + std::hash<const void*>()(k.second);
+    }
+  };
+  uint64_t session = 0;
+  std::unordered_map<std::pair<const char*, const std::string*>, OpAggregator::Slot*, KeyHash> slots;
+};
+thread_local SlotCache t_cache;
+
 // What the start callback hands to the end callback.
 struct OpContext : at::ObserverContext {
   OpTracer* tracer = nullptr;
   uint64_t session = 0;
   int64_t start_ns = 0;
   size_t depth = 0;  // index of this op's entry in the thread's stack
-  uint32_t id = 0;
+  OpAggregator::Slot* slot = nullptr;
   bool counted = false;
 };
 
@@ -50,7 +68,7 @@ std::unique_ptr<at::ObserverContext> OnOpStart(const at::RecordFunction& fn) {
   ctx->tracer = tracer;
   ctx->session = session;
   ctx->start_ns = MonotonicNs();
-  ctx->id = tracer->BeginOp(fn.name(), &ctx->counted);
+  ctx->slot = tracer->BeginOp(fn.name(), session, &ctx->counted);
   ctx->depth = t_stack.ops.size();
   t_stack.ops.push_back(OpenOp{ctx->start_ns, 0});
   return ctx;
@@ -70,7 +88,7 @@ void OnOpEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* base) {
     t_stack.ops.resize(ctx->depth);  // also drops children that never ended
     if (!t_stack.ops.empty()) t_stack.ops.back().child_ns += inclusive;
   }
-  ctx->tracer->EndOp(ctx->id, ctx->counted, inclusive, self < 0 ? 0 : self);
+  ctx->tracer->EndOp(ctx->slot, ctx->counted, inclusive, self < 0 ? 0 : self);
 }
 
 }  // namespace
@@ -115,16 +133,25 @@ void OpTracer::Stop() {
   g_active.compare_exchange_strong(self, nullptr, std::memory_order_acq_rel);
 }
 
-uint32_t OpTracer::BeginOp(const char* name, bool* counted) {
+OpAggregator::Slot* OpTracer::BeginOp(const char* name, uint64_t session, bool* counted) {
+  if (name == nullptr) name = "";
   *counted = tracker_->measuring();
-  const uint32_t id = ops_->Intern(name == nullptr ? "" : name, tracker_->phase());
-  if (listener_ != nullptr) listener_->OnOpBegin(id);
-  return id;
+  const std::string* phase = &tracker_->phase();
+  if (t_cache.session != session || t_cache.slots.size() > 4096) {  // bounded: names in temporaries
+    t_cache.session = session;
+    t_cache.slots.clear();
+  }
+  OpAggregator::Slot*& cached = t_cache.slots[{name, phase}];
+  if (cached == nullptr || std::strcmp(cached->key.name.c_str(), name) != 0) {
+    cached = ops_->InternSlot(name, *phase);
+  }
+  if (listener_ != nullptr) listener_->OnOpBegin(cached->id);
+  return cached;
 }
 
-void OpTracer::EndOp(uint32_t id, bool counted, int64_t inclusive_ns, int64_t self_ns) {
-  if (listener_ != nullptr) listener_->OnOpEnd(id);
-  if (counted) ops_->Add(id, inclusive_ns, self_ns);
+void OpTracer::EndOp(OpAggregator::Slot* slot, bool counted, int64_t inclusive_ns, int64_t self_ns) {
+  if (listener_ != nullptr) listener_->OnOpEnd(slot->id);
+  if (counted) OpAggregator::Add(slot, inclusive_ns, self_ns);
 }
 
 }  // namespace medprof::profiler

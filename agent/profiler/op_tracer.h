@@ -49,8 +49,8 @@ class OpTracer {
   bool started() const { return handle_ != 0; }
 
   // Called by the RecordFunction callbacks (public for them; not for other callers).
-  uint32_t BeginOp(const char* name, bool* counted);
-  void EndOp(uint32_t id, bool counted, int64_t inclusive_ns, int64_t self_ns);
+  OpAggregator::Slot* BeginOp(const char* name, uint64_t session, bool* counted);
+  void EndOp(OpAggregator::Slot* slot, bool counted, int64_t inclusive_ns, int64_t self_ns);
 
  private:
   OpTracer(PhaseTracker* tracker, OpAggregator* ops, OpListener* listener)

@@ -1,0 +1,20 @@
+// From the job's typed configuration to the workload's options, and the effective config.
+//
+// Effective(config) = ApplyDefaults + Validate (common/workload_config.h): INVALID_ARGUMENT
+// naming the field and its range for anything out of bounds. ToWorkloadOptions maps a valid
+// effective config (preset flags with overrides applied) onto meddpm::WorkloadOptions for the
+// device the backend choice settled on. Pure; thread-safe.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "medprof/v1/workload.pb.h"
+#include "workloads/meddpm/workload.h"
+
+namespace medprof::worker {
+
+absl::StatusOr<v1::WorkloadConfig> Effective(v1::WorkloadConfig config);
+
+// `device` is DEVICE_KIND_CPU or DEVICE_KIND_CUDA (UNSPECIFIED maps to meddpm's auto).
+meddpm::WorkloadOptions ToWorkloadOptions(const v1::WorkloadConfig& effective, v1::DeviceKind device);
+
+}  // namespace medprof::worker

@@ -1,0 +1,52 @@
+#include "agent/worker/describe.h"
+
+#include <google/protobuf/util/json_util.h>
+#include <torch/version.h>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "agent/profiler/backend.h"
+#include "agent/profiler/gpu_probe.h"
+#include "agent/worker/config_mapping.h"
+#include "common/version.h"
+#include "common/workload_config.h"
+#include "workloads/meddpm/workload.h"
+
+namespace medprof::worker {
+
+std::string TorchBuildVersion() { return TORCH_VERSION; }
+
+absl::StatusOr<std::string> DescribeJson(const v1::WorkloadConfig& effective) {
+  google::protobuf::util::JsonPrintOptions print;
+  print.always_print_primitive_fields = true;
+  print.preserve_proto_field_names = true;
+  std::string config_json;
+  if (auto s = google::protobuf::util::MessageToJsonString(effective, &config_json, print); !s.ok()) {
+    return absl::InternalError(absl::StrCat("describe: cannot print the config as JSON: ", s.ToString()));
+  }
+  const meddpm::WorkloadOptions options = ToWorkloadOptions(effective, effective.device());
+  const uint64_t peak = meddpm::EstimatePeakMemoryBytes(options);
+  const config::PresetFlags flags = config::EffectiveFlags(effective);
+  const config::Dims dims = config::VolumeDims(effective);
+
+  nlohmann::ordered_json j;
+  j["parameters"] = meddpm::CountParameters(options.model);
+  j["config"] = nlohmann::ordered_json::parse(config_json);
+  j["flags"] = {{"tf32", flags.tf32},
+                {"channels_last", flags.channels_last},
+                {"bf16", flags.bf16},
+                {"fused", flags.fused}};
+  j["estimated_peak_memory_bytes"] = peak;
+  j["estimated_peak_memory_gib"] = static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0);
+  j["volume"] = {dims.d, dims.h, dims.w};
+  j["phase"] = config::PhaseName(effective.phase());
+  j["build"] = {{"worker_version", kVersionLine},
+                {"torch_version", TorchBuildVersion()},
+                {"torch_cuda", profiler::TorchHasCuda()},
+                {"cuda_compiled", profiler::DescribeCudaLibraries().cuda_compiled},
+                {"cupti_compiled", profiler::DescribeCudaLibraries().cuda_compiled}};
+  return j.dump(2);
+}
+
+}  // namespace medprof::worker
