@@ -51,16 +51,9 @@ absl::Status RecordProgress(StoreTx& tx, int64_t now, JobRecord& job, const std:
   e.run_id = run_id;
   e.job_state = job.state;
   e.progress_json = job.progress_json;
-  e.message = ProgressText(progress);
+  e.message = progress.message();  // stage and step travel in e.progress_json
   e.unix_ms = now;
   return tx.AppendEvent(e).status();
-}
-
-std::string ProgressText(const v1::Progress& p) {
-  std::string s = p.stage().empty() ? "progress" : p.stage();
-  if (p.total() > 0) absl::StrAppend(&s, " ", p.step(), "/", p.total());
-  if (!p.message().empty()) absl::StrAppend(&s, ": ", p.message());
-  return s;
 }
 
 absl::StatusOr<JobView> DecodeJob(JobRecord record) {

@@ -37,9 +37,6 @@ absl::Status RecordJobChange(StoreTx& tx, int64_t now, JobRecord& job, const std
 absl::Status RecordProgress(StoreTx& tx, int64_t now, JobRecord& job, const std::string& run_id,
                             const v1::Progress& progress);
 
-// "measure 3/20: <message>".
-std::string ProgressText(const v1::Progress& progress);
-
 absl::StatusOr<JobView> DecodeJob(JobRecord record);
 absl::StatusOr<StudyEvent> DecodeEvent(EventRecord record);
 StudyState StudyStateOf(const StudyRecord& study, const JobCounts& counts);

@@ -172,6 +172,10 @@ absl::StatusOr<std::optional<Assignment>> Scheduler::TryLease(const AcquireJobRe
 
     MEDPROF_ASSIGN_OR_RETURN(std::vector<JobRecord> queued, tx.ListQueuedJobs(kMaxQueuedScan));
     for (JobRecord& job : queued) {
+      // Agent-level keys first: most jobs of a busy queue are for other agents, and that test
+      // needs no decoding of the config.
+      absl::StatusOr<selector::Selector> target = selector::Parse(job.target);
+      if (target.ok() && !selector::MatchesAgent(*target, facts)) continue;
       v1::WorkloadConfig config;
       MEDPROF_RETURN_IF_ERROR(FromJson(job.config_json, &config, absl::StrCat("config of job ", job.job_id)));
       absl::StatusOr<selector::Selector> sel = JobSelector(job.target, config);
@@ -208,7 +212,7 @@ absl::StatusOr<std::optional<Assignment>> Scheduler::TryLease(const AcquireJobRe
       job.progress_json.clear();
       const std::string where = absl::StrCat("agent ", agent.name, " (device ", device.index, ": ", device.name, ")");
       MEDPROF_RETURN_IF_ERROR(RecordJobChange(tx, now, job, run.run_id,
-                                              absl::StrCat("running: ", AttemptText(job), " on ", where)));
+                                              absl::StrCat(AttemptText(job), " on ", where)));
       Assignment a;
       a.run_id = run.run_id;
       a.job_id = job.job_id;
@@ -328,7 +332,7 @@ absl::StatusOr<JobState> Scheduler::FinishRun(const CallContext&, const FinishRu
       case RunState::kSucceeded:
         job.state = JobState::kSucceeded;
         job.error.clear();
-        message = absl::StrCat("succeeded on ", AttemptText(job));
+        message = absl::StrCat("on ", AttemptText(job));
         break;
       case RunState::kFailed: {
         job.state = JobState::kFailed;
@@ -336,7 +340,7 @@ absl::StatusOr<JobState> Scheduler::FinishRun(const CallContext&, const FinishRu
         if (!stderr_tail.empty()) {
           absl::StrAppend(&job.error, "\n--- worker stderr (last lines) ---\n", Tail(stderr_tail, kJobStderrBytes));
         }
-        message = absl::StrCat("failed on ", AttemptText(job), ": ", error);
+        message = absl::StrCat(error, " (", AttemptText(job), ")");
         break;
       }
       case RunState::kInterrupted: {
@@ -347,14 +351,14 @@ absl::StatusOr<JobState> Scheduler::FinishRun(const CallContext&, const FinishRu
         } else {
           job.state = JobState::kFailed;
           job.error = absl::StrCat(why, " on ", AttemptText(job), "; no attempts left");
-          message = absl::StrCat("failed: ", job.error);
+          message = job.error;
         }
         break;
       }
       case RunState::kCancelled:
         job.state = JobState::kCancelled;
         job.error = error.empty() ? "cancelled by the agent" : absl::StrCat("cancelled by the agent: ", error);
-        message = job.error;
+        message = error.empty() ? "by the agent" : absl::StrCat("by the agent: ", error);
         break;
       default:
         break;
@@ -408,7 +412,7 @@ absl::StatusOr<int> Scheduler::ExpireLeases() {
       } else {
         job.state = JobState::kFailed;
         job.error = absl::StrCat("lease expired on ", AttemptText(job), ": ", cause);
-        message = absl::StrCat("failed: ", job.error);
+        message = job.error;
       }
       MEDPROF_RETURN_IF_ERROR(RecordJobChange(tx, now, job, run.run_id, message));
       log_lines.push_back(absl::StrCat("run ", run.run_id, " lost; job ", job.job_id, " ", message));

@@ -162,7 +162,8 @@ absl::StatusOr<SubmitStudyResult> StudyService::SubmitStudy(const CallContext& c
       e.job_id = j.record.job_id;
       e.job_state = JobState::kQueued;
       e.unix_ms = now;
-      e.message = absl::StrCat("queued: preset ", j.record.preset, ", target '", j.record.target, "', repeat ",
+      e.message = absl::StrCat("preset ", j.record.preset, ", target ",
+                               j.record.target.empty() ? "any" : absl::StrCat("'", j.record.target, "'"), ", repeat ",
                                j.record.repeat);
       MEDPROF_RETURN_IF_ERROR(tx.AppendEvent(e).status());
     }
@@ -246,7 +247,7 @@ absl::StatusOr<int> StudyService::CancelStudy(const CallContext& ctx, const std:
     return Invalid(absl::StrCat("reason: ", reason.size(), " characters (allowed at most ", kMaxReason, ")"));
   }
   const int64_t now = core_.clock.NowUnixMs();
-  const std::string why = reason.empty() ? "cancelled by request" : absl::StrCat("cancelled: ", reason);
+  const std::string why = reason.empty() ? "by request" : reason;
   int cancelled = 0;
   MEDPROF_RETURN_IF_ERROR(core_.store.Write([&](StoreTx& tx) -> absl::Status {
     cancelled = 0;
@@ -261,7 +262,7 @@ absl::StatusOr<int> StudyService::CancelStudy(const CallContext& ctx, const std:
       if (IsTerminal(job.state)) continue;
       const bool was_running = job.state == JobState::kRunning;
       job.state = JobState::kCancelled;
-      job.error = why;
+      job.error = absl::StrCat("cancelled: ", why);
       ++cancelled;
       MEDPROF_RETURN_IF_ERROR(RecordJobChange(
           tx, now, job, job.current_run_id,

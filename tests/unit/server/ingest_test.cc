@@ -129,7 +129,7 @@ TEST_F(IngestTest, StoresEachRecordByType) {
   v1::Progress p;
   ASSERT_THAT(FromJson(job.progress_json, &p, "progress"), IsOk());
   EXPECT_EQ(p.stage(), "warmup");
-  EXPECT_EQ(Events(study_.study_id).back().message, "warmup 1/1");
+  EXPECT_THAT(Events(study_.study_id).back().progress_json, HasSubstr(R"("stage":"warmup")"));
 }
 
 TEST_F(IngestTest, AfterFinishResendsAreAcknowledgedAndNewChunksRefused) {

@@ -216,7 +216,8 @@ TEST_F(SchedulerTest, HeartbeatProgressBecomesAnEvent) {
   ASSERT_THAT(domain_->scheduler().Heartbeat(ctx_, hb), IsOk());  // same report: no second event
   const std::vector<EventRecord> events = Events(s.study_id);
   ASSERT_EQ(events.size(), before + 1);
-  EXPECT_EQ(events.back().message, "measure 2/3");
+  EXPECT_THAT(events.back().progress_json, HasSubstr(R"("stage":"measure","step":2,"total":3)"));
+  EXPECT_EQ(events.back().job_state, JobState::kRunning);
   EXPECT_FALSE(GetJob(a->job_id).progress_json.empty());
 }
 

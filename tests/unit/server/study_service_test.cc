@@ -227,6 +227,10 @@ TEST_F(StudyTest, WatchSendsHistoryThenLiveEventsAndEnds) {
     lines.push_back(absl::StrCat(JobStateName(got[i].record.job_state), got[i].record.study_finished ? "!" : ""));
   }
   EXPECT_THAT(lines, ElementsAre("queued", "queued", "running", "succeeded", "running", "failed", "unspecified!"));
+  EXPECT_EQ(got[0].record.message, "preset baseline, target any, repeat 1");
+  EXPECT_EQ(got[2].record.message, "attempt 1 of 3 on agent node-a (device 0: NVIDIA H200)");
+  EXPECT_EQ(got[3].record.message, "on attempt 1 of 3");
+  EXPECT_EQ(got[5].record.message, "invalid_config: boom (attempt 1 of 3)");
   EXPECT_EQ(got.back().record.message, "study finished: 1 succeeded, 1 failed, 0 cancelled");
 }
 
