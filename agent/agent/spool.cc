@@ -274,11 +274,12 @@ absl::Status RunSpool::SetAcked(uint64_t seq) {
 }
 
 absl::Status RunSpool::WriteOutcome(const v1::FinishRunRequest& outcome) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    outcome_ = outcome;
-  }
-  return WriteMessage(absl::StrCat(dir_, "/", kOutcome), outcome);
+  // The file first: an outcome in memory tells the uploader that nobody writes to this
+  // directory any more (it may remove it).
+  absl::Status written = WriteMessage(absl::StrCat(dir_, "/", kOutcome), outcome);
+  std::lock_guard<std::mutex> lock(mu_);
+  outcome_ = outcome;
+  return written;
 }
 
 std::optional<v1::FinishRunRequest> RunSpool::outcome() const {

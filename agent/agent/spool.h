@@ -64,8 +64,9 @@ class RunSpool {
   // Records (durably) that the server holds every chunk <= seq. seq must be <= last_seq().
   absl::Status SetAcked(uint64_t seq);
 
-  // Records the run's end. The request is kept in memory even if the write fails (a full
-  // disk), so the uploader can still finish the run; the status reports the write.
+  // Records the run's end: the last write to the directory by its runner. The request is
+  // kept in memory even if the write fails (a full disk), so the uploader can still finish
+  // the run; the status reports the write. outcome() is set only after the write returned.
   absl::Status WriteOutcome(const v1::FinishRunRequest& outcome);
   std::optional<v1::FinishRunRequest> outcome() const;
 

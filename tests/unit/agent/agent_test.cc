@@ -560,7 +560,11 @@ TEST_F(AgentTest, TwoGpusRunTwoJobsAtOnceEachPinnedToItsOwnDevice) {
   const LaunchSpec third = launcher_.specs()[2];
   EXPECT_EQ(RunIdOf(third), "r3");
   EXPECT_EQ(third.env.at("CUDA_VISIBLE_DEVICES"), specs[0].env.at("CUDA_VISIBLE_DEVICES"));
-  for (const char* id : {"r2", "r3"}) ASSERT_TRUE(Eventually([&] { return launcher_.Release(id); }));
+  std::map<std::string, std::string> device_of;  // run -> CUDA_VISIBLE_DEVICES it got
+  for (const LaunchSpec& s : launcher_.specs()) device_of[RunIdOf(s)] = s.env.at("CUDA_VISIBLE_DEVICES");
+  for (const std::string& id : {RunIdOf(specs[1]), std::string("r3")}) {
+    ASSERT_TRUE(Eventually([&] { return launcher_.Release(id); }));
+  }
 
   ASSERT_TRUE(Eventually([&] { return Finished("r1") && Finished("r2") && Finished("r3"); }));
   for (const char* id : {"r1", "r2", "r3"}) {
@@ -569,8 +573,7 @@ TEST_F(AgentTest, TwoGpusRunTwoJobsAtOnceEachPinnedToItsOwnDevice) {
     EXPECT_EQ(f.last_seq(), 4u);
     EXPECT_EQ(f.agent_id(), "agent-node-1");
     EXPECT_EQ(f.agent_environment().host(), "node-1.example.org");
-    EXPECT_EQ(f.agent_environment().cuda_visible_devices(), std::string(id) == "r2" ? specs[1].env.at("CUDA_VISIBLE_DEVICES")
-                                                                                      : specs[0].env.at("CUDA_VISIBLE_DEVICES"));
+    EXPECT_EQ(f.agent_environment().cuda_visible_devices(), device_of.at(id));
     EXPECT_THAT(StoredSeqs(id), ElementsAre(1, 2, 3, 4));
   }
   EXPECT_EQ(launcher_.max_live(), 2);
