@@ -342,10 +342,13 @@ void Agent::HeartbeatLoop() {
   bool was_draining = false;
   while (!stop_heartbeats_) {
     const int64_t interval = heartbeat_ms_ > 0 ? heartbeat_ms_ : config_.default_heartbeat_ms;
-    // Wake early for the first heartbeat after draining began, so the server stops
-    // offering jobs at once.
-    hb_cv_.wait_for(lock, std::chrono::milliseconds(interval),
-                    [&] { return stop_heartbeats_ || (draining_ && !was_draining && registered_); });
+    // Wake early when the server states its interval (the first registration: heartbeat at
+    // once, then at its pace — its lease may be shorter than our default interval), and for
+    // the first heartbeat after draining began, so the server stops offering jobs at once.
+    hb_cv_.wait_for(lock, std::chrono::milliseconds(interval), [&] {
+      return stop_heartbeats_ || (registered_ && heartbeat_ms_ != interval) ||
+             (draining_ && !was_draining && registered_);
+    });
     if (stop_heartbeats_) break;
     if (!registered_) continue;
     was_draining = draining_;

@@ -467,7 +467,7 @@ class AgentTest : public ::testing::Test {
     c.inventory = BuildInventory(gpus > 0 ? &probe : nullptr, in);
     c.server = uo.target;
     c.acquire_wait_ms = 100;
-    c.default_heartbeat_ms = 50;
+    c.default_heartbeat_ms = default_heartbeat_ms_;
     c.register_backoff = {.initial_ms = 20, .max_ms = 200, .multiplier = 2, .jitter = 0.5};
     c.runner.kill_grace_ms = 500;
     c.runner.poll_ms = 5;
@@ -505,6 +505,7 @@ class AgentTest : public ::testing::Test {
   }
 
   std::string work_;
+  int64_t default_heartbeat_ms_ = 50;
   ServerState state_;
   std::unique_ptr<TestServer> server_;
   FakeLauncher launcher_;
@@ -737,6 +738,24 @@ TEST_F(AgentTest, ResumesTheSpoolOfAnAgentThatDied) {
   EXPECT_EQ(v1::RunState_Name(FinishOf("done").state()), "RUN_SUCCEEDED");
   ASSERT_TRUE(Eventually([&] { return SpoolEmpty(); }));
   EXPECT_TRUE(launcher_.specs().empty()) << "resumed runs start no worker";
+}
+
+TEST_F(AgentTest, HeartbeatsFollowTheServersIntervalFromTheFirstRegistration) {
+  // The server's lease may be far shorter than the agent's default interval: the first
+  // heartbeat must not wait for the default.
+  default_heartbeat_ms_ = 60'000;
+  launcher_.behavior = [](const LaunchSpec&) { return HeldJob(); };
+  Queue(Job("h1"));
+  agent_ = MakeAgent(/*gpus=*/1);
+  ASSERT_TRUE(agent_->Start().ok());
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(state_.mu);
+    int with_run = 0;
+    for (const auto& hb : state_.heartbeats) with_run += hb.running_run_ids_size() == 1 && hb.running_run_ids(0) == "h1";
+    return with_run >= 3;
+  }, 2s)) << "heartbeats every 50 ms (the server's interval) carry the running run";
+  ASSERT_TRUE(launcher_.Release("h1"));
+  ASSERT_TRUE(Eventually([&] { return Finished("h1"); }));
 }
 
 TEST_F(AgentTest, RegistersAgainWhenTheServerForgetsTheAgent) {
