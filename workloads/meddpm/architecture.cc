@@ -57,23 +57,22 @@ absl::Status ValidateModel(const ModelOptions& m) {
       return OutOfRange("channel_mult", mult, absl::StrCat("1..", kMaxMult, " per level"));
     }
   }
-  MEDPROF_RETURN_IF_ERROR(
-      CheckRange("base_channels", m.base_channels, kMinBaseChannels, kMaxBaseChannels));
+  MEDPROF_RETURN_IF_ERROR(CheckRange("base_channels", m.base_channels, kMinBaseChannels, kMaxBaseChannels));
   MEDPROF_RETURN_IF_ERROR(CheckRange("res_blocks", m.res_blocks, 1, kMaxResBlocks));
   MEDPROF_RETURN_IF_ERROR(CheckRange("in_channels", m.in_channels, 1, kMaxInOutChannels));
   MEDPROF_RETURN_IF_ERROR(CheckRange("out_channels", m.out_channels, 1, kMaxInOutChannels));
   if (m.out_channels > m.in_channels) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "out_channels: ", m.out_channels, " exceeds in_channels ", m.in_channels,
-        " (the input is the noisy image (out_channels) plus the mask channels)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("out_channels: ", m.out_channels, " exceeds in_channels ", m.in_channels,
+                     " (the input is the noisy image (out_channels) plus the mask channels)"));
   }
   MEDPROF_RETURN_IF_ERROR(CheckRange("groups", m.groups, 1, kMaxGroups));
   for (int mult : m.channel_mult) {
     const int ch = m.base_channels * mult;
     if (ch % m.groups != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "groups: ", m.groups, " does not divide the level width ", ch,
-          " (base_channels x channel_mult); choose groups dividing every level width"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("groups: ", m.groups, " does not divide the level width ", ch,
+                       " (base_channels x channel_mult); choose groups dividing every level width"));
     }
   }
   if (m.base_channels % m.groups != 0) {
@@ -92,8 +91,7 @@ absl::Status ValidateModel(const ModelOptions& m) {
 absl::Status ValidateOptions(const WorkloadOptions& o) {
   MEDPROF_RETURN_IF_ERROR(ValidateModel(o.model));
   const int multiple = 1 << (static_cast<int>(o.model.channel_mult.size()) - 1);
-  const std::pair<const char*, int> edges[] = {
-      {"depth", o.depth}, {"height", o.height}, {"width", o.width}};
+  const std::pair<const char*, int> edges[] = {{"depth", o.depth}, {"height", o.height}, {"width", o.width}};
   for (const auto& [field, v] : edges) {
     if (v < kMinVolume || v > kMaxVolume || v % multiple != 0) {
       return OutOfRange(field, v,
@@ -166,14 +164,14 @@ int64_t LayerParameters(const Layer& layer, int time_embed_dim) {
     case LayerKind::kUpsample:
       return Conv3dParameters(in, out, 3);
     case LayerKind::kResBlock: {
-      int64_t n = 2 * in + Conv3dParameters(in, out, 3) +       // a: GN, conv
+      int64_t n = 2 * in + Conv3dParameters(in, out, 3) +             // a: GN, conv
                   static_cast<int64_t>(time_embed_dim) * out + out +  // e: Linear
-                  2 * out + Conv3dParameters(out, out, 3);        // b: GN, conv
-      if (in != out) n += Conv3dParameters(in, out, 1);           // k: 1x1x1 skip
+                  2 * out + Conv3dParameters(out, out, 3);            // b: GN, conv
+      if (in != out) n += Conv3dParameters(in, out, 1);               // k: 1x1x1 skip
       return n;
     }
     case LayerKind::kAttention:
-      return 2 * in + (3 * in * in + 3 * in) + (in * in + in);    // n, q (qkv), p (proj)
+      return 2 * in + (3 * in * in + 3 * in) + (in * in + in);  // n, q (qkv), p (proj)
   }
   return 0;
 }
@@ -264,8 +262,8 @@ MemoryEstimate EstimateMemory(const WorkloadOptions& o) {
   const double batch = o.batch;
   auto voxels = [&](int level) {
     const double f = std::ldexp(1.0, -level);
-    return batch * std::max(1.0, std::floor(o.depth * f)) *
-           std::max(1.0, std::floor(o.height * f)) * std::max(1.0, std::floor(o.width * f));
+    return batch * std::max(1.0, std::floor(o.depth * f)) * std::max(1.0, std::floor(o.height * f)) *
+           std::max(1.0, std::floor(o.width * f));
   };
   auto tokens = [&](int level) { return voxels(level) / batch; };
   const double v0 = voxels(0);
@@ -304,9 +302,9 @@ MemoryEstimate EstimateMemory(const WorkloadOptions& o) {
           activations += static_cast<double>(in + base) * v;
           break;
         case LayerKind::kResBlock:
-          activations += (2.0 * l.in_channels + 3.0 * l.out_channels +
-                          (s.fresh_concat ? l.in_channels : 0) +
-                          (s.output_kept ? l.out_channels : 0)) * v;
+          activations += (2.0 * l.in_channels + 3.0 * l.out_channels + (s.fresh_concat ? l.in_channels : 0) +
+                          (s.output_kept ? l.out_channels : 0)) *
+                         v;
           break;
         case LayerKind::kAttention: {
           const double t = tokens(l.level);

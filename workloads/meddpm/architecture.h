@@ -82,8 +82,8 @@ std::vector<ParameterGroup> ParameterBreakdown(const UNetPlan& plan);
 
 // Memory estimate, spec §3.3, in bytes; see EstimatePeakMemoryBytes in workload.h.
 struct MemoryEstimate {
-  uint64_t state_bytes = 0;        // weights (+ grads, Adam m/v, EMA in training)
-  uint64_t activation_bytes = 0;   // saved activations (train) or peak live activations
+  uint64_t state_bytes = 0;       // weights (+ grads, Adam m/v, EMA in training)
+  uint64_t activation_bytes = 0;  // saved activations (train) or peak live activations
   uint64_t total_bytes = 0;
 };
 MemoryEstimate EstimateMemory(const WorkloadOptions& options);

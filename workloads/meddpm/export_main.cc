@@ -49,8 +49,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   const m::EffectiveFlags& f = (*workload)->flags();
-  std::fprintf(stderr, "meddpm-export: wrote %s (%lld parameters, device %s, torch %s)\n",
-               out_dir.c_str(), static_cast<long long>((*workload)->ParameterCount()),
-               f.device.c_str(), f.torch_version.c_str());
+  std::fprintf(stderr, "meddpm-export: wrote %s (%lld parameters, device %s, torch %s)\n", out_dir.c_str(),
+               static_cast<long long>((*workload)->ParameterCount()), f.device.c_str(),
+               f.torch_version.c_str());
   return 0;
 }

@@ -120,8 +120,8 @@ void Rng::FillUniform(float* out, int64_t n, double lo, double hi) {
   for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(Uniform(lo, hi));
 }
 
-Subject MakeSubject(uint64_t seed, uint64_t index, int depth, int height, int width,
-                    int image_channels, int mask_channels) {
+Subject MakeSubject(uint64_t seed, uint64_t index, int depth, int height, int width, int image_channels,
+                    int mask_channels) {
   Subject s;
   s.depth = depth;
   s.height = height;
@@ -146,16 +146,14 @@ Subject MakeSubject(uint64_t seed, uint64_t index, int depth, int height, int wi
   for (int d = 0; d < depth; ++d) {
     for (int h = 0; h < height; ++h) {
       for (int x = 0; x < width; ++x) {
-        const double p[3] = {(d + 0.5) / depth - 0.5, (h + 0.5) / height - 0.5,
-                             (x + 0.5) / width - 0.5};
+        const double p[3] = {(d + 0.5) / depth - 0.5, (h + 0.5) / height - 0.5, (x + 0.5) / width - 0.5};
         const int64_t v = (d * static_cast<int64_t>(height) + h) * width + x;
         const double rb = EllipsoidR2(p, g.brain_c, g.brain_r);
         if (rb > 1.0) continue;
         const double rt = EllipsoidR2(p, g.tumour_c, g.tumour_r);
         if (rt <= 1.0) {
           // Concentric shells: the core (label 2) inside, the outer rim last.
-          const int shell = std::min(tumour_regions - 1,
-                                     static_cast<int>(std::sqrt(rt) * tumour_regions));
+          const int shell = std::min(tumour_regions - 1, static_cast<int>(std::sqrt(rt) * tumour_regions));
           s.labels[v] = static_cast<uint8_t>(2 + shell);
         } else {
           s.labels[v] = 1;
@@ -163,8 +161,7 @@ Subject MakeSubject(uint64_t seed, uint64_t index, int depth, int height, int wi
         double w_sum = 0.0;
         for (const Wave& w : g.waves) {
           w_sum += w.amplitude *
-                   std::sin(2.0 * std::numbers::pi * (w.fz * p[0] + w.fy * p[1] + w.fx * p[2]) +
-                            w.phase);
+                   std::sin(2.0 * std::numbers::pi * (w.fz * p[0] + w.fy * p[1] + w.fx * p[2]) + w.phase);
         }
         wave[v] = w_sum / amplitude_sum;
         ring[v] = std::cos(3.0 * std::numbers::pi * rb);

@@ -21,12 +21,12 @@ namespace medprof::meddpm {
 
 // What a random stream is used for; part of every stream key.
 enum class Stream : uint64_t {
-  kSubject = 1,     // synthetic subject geometry and intensities
-  kNoise = 2,       // eps of a train step / the fixed forward input
-  kTimestep = 3,    // t of a train step
-  kSampleNoise = 4, // x_T and z of the sampling chain
-  kWeights = 5,     // initial weights (PyTorch-default distributions)
-  kExport = 6,      // the dense weights of a peer export
+  kSubject = 1,      // synthetic subject geometry and intensities
+  kNoise = 2,        // eps of a train step / the fixed forward input
+  kTimestep = 3,     // t of a train step
+  kSampleNoise = 4,  // x_T and z of the sampling chain
+  kWeights = 5,      // initial weights (PyTorch-default distributions)
+  kExport = 6,       // the dense weights of a peer export
 };
 
 // SplitMix64 finaliser (Steele, Lea, Flood 2014). Used to seed and to hash stream keys.
@@ -64,10 +64,10 @@ class Rng {
 // channel-major (C, D, H, W) float arrays.
 struct Subject {
   int depth = 0, height = 0, width = 0;
-  int image_channels = 0;  // x0 channels (= model out_channels)
-  int mask_channels = 0;   // conditioning channels (= in_channels - out_channels)
-  std::vector<float> image;  // image_channels * D * H * W
-  std::vector<float> mask;   // mask_channels * D * H * W, values exactly -1 or +1
+  int image_channels = 0;       // x0 channels (= model out_channels)
+  int mask_channels = 0;        // conditioning channels (= in_channels - out_channels)
+  std::vector<float> image;     // image_channels * D * H * W
+  std::vector<float> mask;      // mask_channels * D * H * W, values exactly -1 or +1
   std::vector<uint8_t> labels;  // D * H * W: 0 background, 1 brain, 2.. tumour regions
 };
 
@@ -82,8 +82,8 @@ struct Subject {
 // - masks: one-hot channels, the brain first (label 1) and then the tumour labels 2.., mapped
 //   to {-1, +1} by x*2-1 (spec §1.4). With one mask channel it is "brain or tumour".
 // Requires positive sizes; mask_channels may be 0 (unconditional model).
-Subject MakeSubject(uint64_t seed, uint64_t index, int depth, int height, int width,
-                    int image_channels, int mask_channels);
+Subject MakeSubject(uint64_t seed, uint64_t index, int depth, int height, int width, int image_channels,
+                    int mask_channels);
 
 // Standard normals for stream (seed, stream, index), n values (noise volumes).
 std::vector<float> NormalVolume(uint64_t seed, Stream stream, uint64_t index, int64_t n);

@@ -22,8 +22,7 @@
 #include <vector>
 
 #define MEDPROF_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) ||          \
-   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 namespace medprof::meddpm::compat {
 
@@ -78,8 +77,7 @@ class AutocastGuard {
 #if MEDPROF_TORCH_AT_LEAST(2, 4)
     return at::autocast::is_autocast_enabled(device);
 #else
-    return device == c10::DeviceType::CUDA ? at::autocast::is_enabled()
-                                           : at::autocast::is_cpu_enabled();
+    return device == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
 #endif
   }
 

@@ -26,12 +26,9 @@ nn::Conv3d MakeConv3d(int in, int out, int kernel, int stride = 1) {
 
 // GroupNorm computed in FP32 whatever the input dtype (the reference's normalization() does
 // x.float() then casts back; under autocast the output stays FP32 and the next conv casts it).
-torch::Tensor GroupNormFp32(const nn::GroupNorm& gn, const torch::Tensor& x,
-                            const ForwardContext& ctx) {
+torch::Tensor GroupNormFp32(const nn::GroupNorm& gn, const torch::Tensor& x, const ForwardContext& ctx) {
   const torch::Tensor in = x.scalar_type() == at::kFloat ? x : x.to(at::kFloat);
-  return Keep(at::group_norm(in, gn->options.num_groups(), gn->weight, gn->bias,
-                             gn->options.eps()),
-              ctx);
+  return Keep(at::group_norm(in, gn->options.num_groups(), gn->weight, gn->bias, gn->options.eps()), ctx);
 }
 
 }  // namespace
@@ -180,8 +177,8 @@ torch::Tensor TimestepEmbedding(const torch::Tensor& t, int dim, double max_peri
       at::exp(at::arange(half, t.options().dtype(at::kLong)) * (-std::log(max_period)) / half);
   const torch::Tensor args = t.to(at::kFloat).unsqueeze(1) * freqs.unsqueeze(0);
   const auto options = t.options().dtype(at::kFloat);
-  torch::Tensor emb = (dim % 2 != 0) ? at::zeros({t.size(0), dim}, options)
-                                     : at::empty({t.size(0), dim}, options);
+  torch::Tensor emb =
+      (dim % 2 != 0) ? at::zeros({t.size(0), dim}, options) : at::empty({t.size(0), dim}, options);
   // Written in place (no aten::cat): [cos | sin].
   torch::Tensor cos_part = emb.narrow(1, 0, half);
   torch::Tensor sin_part = emb.narrow(1, half, half);
@@ -222,8 +219,7 @@ UNetImpl::UNetImpl(const ModelOptions& model) : plan_(MakePlan(model)) {
   for (const Layer& l : plan_.middle) middle_->Append(make_layer(l));
   register_module("M", middle_);
   output_ = register_module("O", make_blocks(plan_.output_blocks));
-  head_ = register_module("f", std::make_shared<HeadImpl>(groups, plan_.head_channels,
-                                                          model.out_channels));
+  head_ = register_module("f", std::make_shared<HeadImpl>(groups, plan_.head_channels, model.out_channels));
 }
 
 torch::Tensor UNetImpl::forward(const torch::Tensor& x, const torch::Tensor& t) {

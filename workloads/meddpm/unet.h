@@ -103,11 +103,11 @@ class UNetImpl : public torch::nn::Module {
  private:
   UNetPlan plan_;
   bool channels_last_ = false;
-  std::shared_ptr<TimeMlpImpl> time_;     // "t"
+  std::shared_ptr<TimeMlpImpl> time_;      // "t"
   std::shared_ptr<BlockListImpl> input_;   // "I"
   std::shared_ptr<LayerListImpl> middle_;  // "M"
   std::shared_ptr<BlockListImpl> output_;  // "O"
-  std::shared_ptr<HeadImpl> head_;        // "f"
+  std::shared_ptr<HeadImpl> head_;         // "f"
 };
 TORCH_MODULE(UNet);
 

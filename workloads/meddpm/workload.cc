@@ -35,8 +35,8 @@ namespace {
 
 constexpr double kAdamBeta1 = 0.9, kAdamBeta2 = 0.999, kAdamEps = 1e-8;
 constexpr double kEmaDecay = 0.995;
-constexpr int kEmaEvery = 10;         // optimizer steps between EMA updates
-constexpr int kEmaStartStep = 2000;   // before it the EMA copy is overwritten
+constexpr int kEmaEvery = 10;        // optimizer steps between EMA updates
+constexpr int kEmaStartStep = 2000;  // before it the EMA copy is overwritten
 
 // Runs `f` (returning absl::Status), turning every LibTorch / C++ exception into a Status.
 template <typename F>
@@ -44,8 +44,7 @@ absl::Status Guarded(absl::string_view what, F&& f) {
   try {
     return f();
   } catch (const c10::OutOfMemoryError& e) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(what, ": out of memory: ", compat::ErrorMessage(e)));
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": out of memory: ", compat::ErrorMessage(e)));
   } catch (const c10::Error& e) {
     const std::string message = compat::ErrorMessage(e);
     if (compat::IsOutOfMemory(message)) {
@@ -53,8 +52,7 @@ absl::Status Guarded(absl::string_view what, F&& f) {
     }
     return absl::InternalError(absl::StrCat(what, ": LibTorch error: ", message));
   } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(what, ": out of memory (host allocation failed)"));
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": out of memory (host allocation failed)"));
   } catch (const std::exception& e) {
     const std::string message = e.what();
     if (compat::IsOutOfMemory(message)) {
@@ -169,8 +167,7 @@ class MeddpmWorkload final : public Workload {
     return {o_.batch, channels, o_.depth, o_.height, o_.width};
   }
   int64_t ImageNumel() const {
-    return static_cast<int64_t>(o_.batch) * o_.model.out_channels * o_.depth * o_.height *
-           o_.width;
+    return static_cast<int64_t>(o_.batch) * o_.model.out_channels * o_.depth * o_.height * o_.width;
   }
   absl::Status ResolveDevice();
   void ApplyFlags();
@@ -198,10 +195,10 @@ class MeddpmWorkload final : public Workload {
   // fp32 device buffers of the schedule (the reference registers them as fp32 buffers)
   torch::Tensor sqrt_abar_, sqrt_one_minus_abar_;
 
-  torch::Tensor x0_;         // (B, out, D, H, W) clean synthetic image
-  torch::Tensor net_input_;  // (B, in, D, H, W): [x_t | masks]
-  torch::Tensor image_slot_; // net_input_.narrow(1, 0, out)
-  torch::Tensor eps_, t_;    // the current step's noise and timesteps
+  torch::Tensor x0_;          // (B, out, D, H, W) clean synthetic image
+  torch::Tensor net_input_;   // (B, in, D, H, W): [x_t | masks]
+  torch::Tensor image_slot_;  // net_input_.narrow(1, 0, out)
+  torch::Tensor eps_, t_;     // the current step's noise and timesteps
 
   // train
   std::vector<torch::Tensor> params_, ema_;
@@ -227,10 +224,10 @@ absl::Status MeddpmWorkload::ResolveDevice() {
       break;
     case Device::kCuda:
       if (!has_cuda) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "device: cuda was requested but LibTorch ", compat::TorchVersion(),
-            " sees no CUDA device (torch::cuda::is_available() is false: no GPU or driver, or a "
-            "CPU-only LibTorch)"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("device: cuda was requested but LibTorch ", compat::TorchVersion(),
+                         " sees no CUDA device (torch::cuda::is_available() is false: no GPU or driver, or a "
+                         "CPU-only LibTorch)"));
       }
       device_ = torch::Device(torch::kCUDA, 0);
       break;
@@ -311,17 +308,16 @@ absl::Status MeddpmWorkload::Init() {
   flags_.channels_last = false;
   for (const torch::Tensor& p : net_->parameters()) {
     if (p.dim() == 5) {  // read back from the first conv weight
-      flags_.channels_last = p.is_contiguous(at::MemoryFormat::ChannelsLast3d) &&
-                             !p.is_contiguous(at::MemoryFormat::Contiguous);
+      flags_.channels_last =
+          p.is_contiguous(at::MemoryFormat::ChannelsLast3d) && !p.is_contiguous(at::MemoryFormat::Contiguous);
       break;
     }
   }
   int64_t counted = 0;
   for (const torch::Tensor& p : net_->parameters()) counted += p.numel();
   if (counted != parameter_count_) {
-    return absl::InternalError(absl::StrCat("model has ", counted,
-                                            " parameters but the plan counts ",
-                                            parameter_count_));
+    return absl::InternalError(
+        absl::StrCat("model has ", counted, " parameters but the plan counts ", parameter_count_));
   }
 
   BuildInputs();
@@ -339,11 +335,11 @@ absl::Status MeddpmWorkload::Init() {
       params_ = net_->parameters();
       torch::NoGradGuard no_grad;
       for (const torch::Tensor& p : params_) ema_.push_back(p.detach().clone());
-      optimizer_ = std::make_unique<torch::optim::Adam>(
-          params_, torch::optim::AdamOptions(o_.learning_rate)
-                       .betas(std::make_tuple(kAdamBeta1, kAdamBeta2))
-                       .eps(kAdamEps)
-                       .weight_decay(0.0));
+      optimizer_ =
+          std::make_unique<torch::optim::Adam>(params_, torch::optim::AdamOptions(o_.learning_rate)
+                                                            .betas(std::make_tuple(kAdamBeta1, kAdamBeta2))
+                                                            .eps(kAdamEps)
+                                                            .weight_decay(0.0));
       break;
     }
     case Phase::kSample:
@@ -476,8 +472,8 @@ double MeddpmWorkload::SampleStep(PhaseObserver* obs, StepTimer* timer, StepRepo
     const torch::Tensor x0_hat = (f(schedule_.sqrt_recip_alphas_cumprod[i]) * sample_x_ -
                                   f(schedule_.sqrt_recipm1_alphas_cumprod[i]) * eps)
                                      .clamp_(-1.0, 1.0);
-    torch::Tensor mean = f(schedule_.posterior_mean_coef1[i]) * x0_hat +
-                         f(schedule_.posterior_mean_coef2[i]) * sample_x_;
+    torch::Tensor mean =
+        f(schedule_.posterior_mean_coef1[i]) * x0_hat + f(schedule_.posterior_mean_coef2[i]) * sample_x_;
     if (i > 0) {
       const float sigma = std::exp(0.5f * f(schedule_.posterior_log_variance_clipped[i]));
       mean.add_(sample_z_, sigma);
@@ -565,8 +561,7 @@ absl::Status MeddpmWorkload::Export(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("export_peer: cannot create ", dir, ": ", ec.message()));
+    return absl::PermissionDeniedError(absl::StrCat("export_peer: cannot create ", dir, ": ", ec.message()));
   }
   const std::filesystem::path root(dir);
 
@@ -598,8 +593,8 @@ absl::Status MeddpmWorkload::Export(const std::string& dir) {
     const std::vector<float> values = ToHost(item.value());
     weights.insert(weights.end(), values.begin(), values.end());
     params_json << (first ? "" : ",\n") << "    {\"name\": \"" << item.key()
-                << "\", \"shape\": " << JsonInts(item.value().sizes().vec())
-                << ", \"offset\": " << offset << "}";
+                << "\", \"shape\": " << JsonInts(item.value().sizes().vec()) << ", \"offset\": " << offset
+                << "}";
     offset += static_cast<int64_t>(values.size());
     first = false;
   }
@@ -611,8 +606,7 @@ absl::Status MeddpmWorkload::Export(const std::string& dir) {
   const std::vector<float> input = ToHost(net_input_);
   const std::vector<float> out = ToHost(output);
 
-  MEDPROF_RETURN_IF_ERROR(
-      WriteFile(root / "weights.bin", weights.data(), weights.size() * sizeof(float)));
+  MEDPROF_RETURN_IF_ERROR(WriteFile(root / "weights.bin", weights.data(), weights.size() * sizeof(float)));
   MEDPROF_RETURN_IF_ERROR(WriteFile(root / "input.bin", input.data(), input.size() * sizeof(float)));
   MEDPROF_RETURN_IF_ERROR(WriteFile(root / "output.bin", out.data(), out.size() * sizeof(float)));
 
@@ -622,8 +616,8 @@ absl::Status MeddpmWorkload::Export(const std::string& dir) {
        << "  \"format\": \"medprof-meddpm-peer-export/1\",\n"
        << "  \"torch_version\": \"" << flags_.torch_version << "\",\n"
        << "  \"device\": \"" << flags_.device << "\",\n"
-       << "  \"model\": {\"in_channels\": " << m.in_channels
-       << ", \"out_channels\": " << m.out_channels << ", \"base_channels\": " << m.base_channels
+       << "  \"model\": {\"in_channels\": " << m.in_channels << ", \"out_channels\": " << m.out_channels
+       << ", \"base_channels\": " << m.base_channels
        << ", \"channel_mult\": " << JsonInts({m.channel_mult.begin(), m.channel_mult.end()})
        << ", \"res_blocks\": " << m.res_blocks
        << ", \"attention_ds\": " << JsonInts({m.attention_ds.begin(), m.attention_ds.end()})
@@ -634,10 +628,10 @@ absl::Status MeddpmWorkload::Export(const std::string& dir) {
        << "  \"timesteps\": " << JsonInts(t_host) << ",\n"
        << "  \"parameter_count\": " << offset << ",\n"
        << "  \"weights\": \"weights.bin\",\n"
-       << "  \"input\": {\"file\": \"input.bin\", \"shape\": "
-       << JsonInts(VolumeShape(m.in_channels)) << "},\n"
-       << "  \"output\": {\"file\": \"output.bin\", \"shape\": "
-       << JsonInts(VolumeShape(m.out_channels)) << "},\n"
+       << "  \"input\": {\"file\": \"input.bin\", \"shape\": " << JsonInts(VolumeShape(m.in_channels))
+       << "},\n"
+       << "  \"output\": {\"file\": \"output.bin\", \"shape\": " << JsonInts(VolumeShape(m.out_channels))
+       << "},\n"
        << "  \"output_fnv1a64\": \"" << absl::StrFormat("%016x", Fnv1a64(out)) << "\",\n"
        << "  \"parameters\": [\n"
        << params_json.str() << "\n  ]\n}\n";

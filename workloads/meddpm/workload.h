@@ -11,11 +11,14 @@
 // every LibTorch version and machine; with one device, one thread count and one LibTorch
 // build, CPU runs are bit-identical.
 //
-// Ownership: the caller owns the observer and must keep it alive during Run(). A Workload is
-// not thread-safe; use it from one thread. Flags (TF32, cuDNN benchmark, autocast) are
-// LibTorch process-global state: one Workload per process (the worker's model). LibTorch exceptions (c10::Error) never escape:
-// every method returns a Status (out of memory -> RESOURCE_EXHAUSTED, bad configuration ->
-// INVALID_ARGUMENT, other LibTorch/CUDA errors -> INTERNAL with LibTorch's message).
+// Ownership: the caller owns the observer and must keep it alive during Run(); it may be null.
+// A Workload is not thread-safe; use it from one thread. Flags (TF32, cuDNN benchmark,
+// autocast) are LibTorch process-global state: one Workload per process (the worker's model).
+//
+// Errors: LibTorch exceptions (c10::Error) never escape; every method returns a Status (out of
+// memory -> RESOURCE_EXHAUSTED with "out of memory" in the message, bad configuration ->
+// INVALID_ARGUMENT naming the field, CUDA requested but absent -> FAILED_PRECONDITION, other
+// LibTorch/CUDA errors -> INTERNAL with LibTorch's message).
 #pragma once
 
 #include <cstdint>
@@ -35,13 +38,13 @@ enum class Device { kAuto, kCpu, kCuda };
 
 // The U-Net's shape. Defaults are the published 128^3 model (40,226,433 parameters).
 struct ModelOptions {
-  int in_channels = 3;                       // noisy image + brain mask + tumour mask
-  int out_channels = 1;                      // predicted noise
-  int base_channels = 64;                    // model_channels
+  int in_channels = 3;     // noisy image + brain mask + tumour mask
+  int out_channels = 1;    // predicted noise
+  int base_channels = 64;  // model_channels
   std::vector<int> channel_mult = {1, 1, 2, 3, 4};
-  int res_blocks = 1;                        // per encoder level; decoder has res_blocks + 1
-  std::vector<int> attention_ds = {8};       // downsampling factors with attention (16^3 at 128^3)
-  int groups = 32;                           // GroupNorm groups (eps 1e-5, computed in FP32)
+  int res_blocks = 1;                   // per encoder level; decoder has res_blocks + 1
+  std::vector<int> attention_ds = {8};  // downsampling factors with attention (16^3 at 128^3)
+  int groups = 32;                      // GroupNorm groups (eps 1e-5, computed in FP32)
 };
 
 struct WorkloadOptions {
@@ -49,11 +52,11 @@ struct WorkloadOptions {
   Phase phase = Phase::kTrain;
   int depth = 128, height = 128, width = 128;  // volume (D, H, W)
   int batch = 1;
-  int steps = 10;       // measured steps (1..100000)
-  int warmup = 2;       // unmeasured steps before them (0..1000)
-  int grad_accum = 2;   // micro-steps per optimizer step (benchmarks use 1)
+  int steps = 10;               // measured steps (1..100000)
+  int warmup = 2;               // unmeasured steps before them (0..1000)
+  int grad_accum = 2;           // micro-steps per optimizer step (benchmarks use 1)
   double learning_rate = 1e-5;  // Adam, betas (0.9, 0.999), eps 1e-8
-  uint64_t seed = 0;    // synthetic inputs, weights, noise
+  uint64_t seed = 0;            // synthetic inputs, weights, noise
   // Length N of the sampling chain (1..250). N < 250 runs the LAST N steps of the 250-step
   // chain (t = N-1 .. 0, starting from pure noise at t = N-1), so each step costs the same as
   // in the full chain; after t = 0 the next step starts a new chain with fresh noise.
@@ -85,11 +88,11 @@ struct EffectiveFlags {
 };
 
 struct StepReport {
-  int index = 0;         // 0-based among warm-up steps (measured=false) or measured steps
+  int index = 0;  // 0-based among warm-up steps (measured=false) or measured steps
   bool measured = false;
-  int64_t wall_ns = 0;   // host wall time, after a device synchronize on GPU
-  int64_t device_ns = 0; // CUDA-event time (0 on CPU)
-  double loss = 0.0;     // L1 loss for train; 0 otherwise
+  int64_t wall_ns = 0;                      // host wall time, after a device synchronize on GPU
+  int64_t device_ns = 0;                    // CUDA-event time (0 on CPU)
+  double loss = 0.0;                        // L1 loss for train; 0 otherwise
   std::map<std::string, int64_t> phase_ns;  // fwd, bwd, optim, sample_step
 };
 

@@ -74,12 +74,10 @@ class OpCounter {
   OpCounter() {
     counts_ = &counts;
     handle_ = at::addGlobalCallback(
-        at::RecordFunctionCallback(
-            [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-              ++(*counts_)[std::string(fn.name())];
-              return nullptr;
-            })
-            .scopes({at::RecordScope::FUNCTION}));
+        at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+          ++(*counts_)[std::string(fn.name())];
+          return nullptr;
+        }).scopes({at::RecordScope::FUNCTION}));
   }
   ~OpCounter() {
     at::removeCallback(handle_);
@@ -96,13 +94,13 @@ class OpCounter {
 
 TEST(UNetTest, ModuleParametersAgreeWithThePlanForSmallAndBratsShapes) {
   for (const ModelOptions& m : {TinyModel(), [] {
-         ModelOptions b = TinyModel();
-         b.in_channels = 8;
-         b.out_channels = 4;
-         b.res_blocks = 2;
-         b.attention_ds = {};
-         return b;
-       }()}) {
+                                  ModelOptions b = TinyModel();
+                                  b.in_channels = 8;
+                                  b.out_channels = 4;
+                                  b.res_blocks = 2;
+                                  b.attention_ds = {};
+                                  return b;
+                                }()}) {
     UNet net(m);
     int64_t n = 0;
     for (const auto& p : net->parameters()) n += p.numel();
@@ -139,9 +137,9 @@ TEST(UNetTest, PerBlockParametersOfTheRealModuleMatchSpec) {
   }
   EXPECT_EQ(total, 40226433);
   const std::map<std::string, int64_t> spec = {
-      {"time MLP", 82432},  {"input conv", 5248},  {"enc L0", 348672},  {"enc L1", 348672},
-      {"enc L2", 1147904},  {"enc L3", 2878144},   {"enc L4", 3213184}, {"middle", 7476224},
-      {"dec L4", 12326016}, {"dec L3", 7514304},   {"dec L2", 3230336}, {"dec L1", 939456},
+      {"time MLP", 82432},  {"input conv", 5248}, {"enc L0", 348672},  {"enc L1", 348672},
+      {"enc L2", 1147904},  {"enc L3", 2878144},  {"enc L4", 3213184}, {"middle", 7476224},
+      {"dec L4", 12326016}, {"dec L3", 7514304},  {"dec L2", 3230336}, {"dec L1", 939456},
       {"dec L0", 713984},   {"head", 1857}};
   EXPECT_EQ(groups, spec);
 }
@@ -151,21 +149,18 @@ TEST(UNetTest, ParameterNamesAndOrderAreThePeers) {
   std::vector<std::string> names;
   for (const auto& item : net->named_parameters()) names.push_back(item.key());
   ASSERT_EQ(names.size(), 246u);  // the peer's state_dict has 246 tensors
-  EXPECT_THAT(std::vector<std::string>(names.begin(), names.begin() + 18),
-              ElementsAre("t.0.weight", "t.0.bias", "t.2.weight", "t.2.bias", "I.0.0.c.weight",
-                          "I.0.0.c.bias", "I.1.0.a.0.weight", "I.1.0.a.0.bias",
-                          "I.1.0.a.2.weight", "I.1.0.a.2.bias", "I.1.0.e.weight",
-                          "I.1.0.e.bias", "I.1.0.b.0.weight", "I.1.0.b.0.bias",
-                          "I.1.0.b.2.weight", "I.1.0.b.2.bias", "I.2.0.c.weight",
-                          "I.2.0.c.bias"));
-  auto has = [&](const std::string& n) {
-    return std::find(names.begin(), names.end(), n) != names.end();
-  };
+  EXPECT_THAT(
+      std::vector<std::string>(names.begin(), names.begin() + 18),
+      ElementsAre("t.0.weight", "t.0.bias", "t.2.weight", "t.2.bias", "I.0.0.c.weight", "I.0.0.c.bias",
+                  "I.1.0.a.0.weight", "I.1.0.a.0.bias", "I.1.0.a.2.weight", "I.1.0.a.2.bias",
+                  "I.1.0.e.weight", "I.1.0.e.bias", "I.1.0.b.0.weight", "I.1.0.b.0.bias", "I.1.0.b.2.weight",
+                  "I.1.0.b.2.bias", "I.2.0.c.weight", "I.2.0.c.bias"));
+  auto has = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
   EXPECT_TRUE(has("I.5.0.k.weight"));   // 64 -> 128 needs the 1x1 skip
   EXPECT_FALSE(has("I.3.0.k.weight"));  // 64 -> 64 does not
   EXPECT_TRUE(has("I.7.1.q.weight"));   // encoder attention at 16^3
   EXPECT_TRUE(has("M.1.p.bias"));
-  EXPECT_TRUE(has("O.3.2.c.weight"));   // ResBlock, attention, upsample conv
+  EXPECT_TRUE(has("O.3.2.c.weight"));  // ResBlock, attention, upsample conv
   EXPECT_EQ(names.back(), "f.2.bias");
 }
 
@@ -223,8 +218,8 @@ TEST(UNetTest, ZeroInitLayersAndDefaultRanges) {
   for (const auto& item : net->named_parameters()) {
     const std::string& n = item.key();
     const torch::Tensor& p = item.value();
-    const bool zero = n.find(".b.2.") != std::string::npos || n.find(".p.") != std::string::npos ||
-                      n.rfind("f.2.", 0) == 0;
+    const bool zero =
+        n.find(".b.2.") != std::string::npos || n.find(".p.") != std::string::npos || n.rfind("f.2.", 0) == 0;
     if (zero) {
       EXPECT_EQ(p.abs().max().item<float>(), 0.0f) << n;
     } else if (n.find(".0.weight") != std::string::npos && p.dim() == 1) {
@@ -302,16 +297,10 @@ struct Event {
 
 class RecordingObserver : public PhaseObserver {
  public:
-  void OnStepBegin(int index, bool measured) override {
-    events.push_back({"step", index, measured});
-  }
+  void OnStepBegin(int index, bool measured) override { events.push_back({"step", index, measured}); }
   void OnStepEnd(const StepReport& r) override { reports.push_back(r); }
-  void OnPhaseBegin(std::string_view name) override {
-    events.push_back({"begin " + std::string(name)});
-  }
-  void OnPhaseEnd(std::string_view name) override {
-    events.push_back({"end " + std::string(name)});
-  }
+  void OnPhaseBegin(std::string_view name) override { events.push_back({"begin " + std::string(name)}); }
+  void OnPhaseEnd(std::string_view name) override { events.push_back({"end " + std::string(name)}); }
   std::vector<Event> events;
   std::vector<StepReport> reports;
   std::vector<double> Losses() const {
@@ -358,12 +347,12 @@ TEST(WorkloadTest, TrainStepsRunFwdBwdAndOptimEveryGradAccumSteps) {
   ASSERT_THAT(w->Run(&obs), IsOk());
   std::vector<std::string> phases;
   for (const Event& e : obs.events) phases.push_back(e.what);
-  EXPECT_THAT(phases, ElementsAre("step", "begin fwd", "end fwd", "begin bwd", "end bwd",  //
-                                  "step", "begin fwd", "end fwd", "begin bwd", "end bwd",
-                                  "begin optim", "end optim",  //
-                                  "step", "begin fwd", "end fwd", "begin bwd", "end bwd",  //
-                                  "step", "begin fwd", "end fwd", "begin bwd", "end bwd",
-                                  "begin optim", "end optim"));
+  EXPECT_THAT(
+      phases,
+      ElementsAre("step", "begin fwd", "end fwd", "begin bwd", "end bwd",                              //
+                  "step", "begin fwd", "end fwd", "begin bwd", "end bwd", "begin optim", "end optim",  //
+                  "step", "begin fwd", "end fwd", "begin bwd", "end bwd",                              //
+                  "step", "begin fwd", "end fwd", "begin bwd", "end bwd", "begin optim", "end optim"));
   for (const StepReport& r : obs.reports) {
     EXPECT_TRUE(std::isfinite(r.loss));
     EXPECT_GT(r.loss, 0.0);
@@ -391,8 +380,8 @@ TEST(WorkloadTest, OverfitsOneFixedSample) {
   }
   // Untrained: the prediction is 0, so the L1 loss is mean |eps| ~ sqrt(2/pi) = 0.8.
   EXPECT_NEAR(l.front(), 0.80, 0.08);
-  EXPECT_LT(l.back(), 0.5 * l.front()) << "after " << l.size() << " steps: first " << l.front()
-                                       << " last " << l.back();
+  EXPECT_LT(l.back(), 0.5 * l.front())
+      << "after " << l.size() << " steps: first " << l.front() << " last " << l.back();
   std::cerr << "overfit: " << l.front() << " -> " << l.back() << " in " << l.size() << " steps\n";
 }
 
@@ -423,8 +412,8 @@ TEST(WorkloadTest, SamplingRunsTheChainToAVolumeInRange) {
   o.warmup = 0;
   o.steps = 5;  // t = 4, 3, 2, 1, 0
   MEDPROF_ASSERT_OK_AND_ASSIGN(auto w, Workload::Create(o));
-  EXPECT_THAT(w->CurrentSample().status(), StatusIs(absl::StatusCode::kFailedPrecondition,
-                                                    HasSubstr("has not taken a sampling step")));
+  EXPECT_THAT(w->CurrentSample().status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("has not taken a sampling step")));
   RecordingObserver obs;
   ASSERT_THAT(w->Run(&obs), IsOk());
   ASSERT_EQ(obs.reports.size(), 5u);

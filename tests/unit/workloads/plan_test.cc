@@ -40,17 +40,15 @@ TEST(PlanTest, ParameterCountAtDefaultsIsThePublishedModel) {
   EXPECT_EQ(CountParameters(ModelOptions{}), 40226433);
 }
 
-TEST(PlanTest, ParameterCountOfTheBratsVariant) {
-  EXPECT_EQ(CountParameters(BratsModel()), 57562564);
-}
+TEST(PlanTest, ParameterCountOfTheBratsVariant) { EXPECT_EQ(CountParameters(BratsModel()), 57562564); }
 
 TEST(PlanTest, BreakdownMatchesSpecTable) {
   const std::vector<ParameterGroup> groups = ParameterBreakdown(MakePlan(ModelOptions{}));
   const std::vector<std::pair<std::string, int64_t>> expected = {
-      {"time MLP", 82432},   {"input conv", 5248},  {"enc L0", 348672},   {"enc L1", 348672},
-      {"enc L2", 1147904},   {"enc L3", 2878144},   {"enc L4", 3213184},  {"middle", 7476224},
-      {"dec L4", 12326016},  {"dec L3", 7514304},   {"dec L2", 3230336},  {"dec L1", 939456},
-      {"dec L0", 713984},    {"head", 1857}};
+      {"time MLP", 82432},  {"input conv", 5248}, {"enc L0", 348672},  {"enc L1", 348672},
+      {"enc L2", 1147904},  {"enc L3", 2878144},  {"enc L4", 3213184}, {"middle", 7476224},
+      {"dec L4", 12326016}, {"dec L3", 7514304},  {"dec L2", 3230336}, {"dec L1", 939456},
+      {"dec L0", 713984},   {"head", 1857}};
   ASSERT_EQ(groups.size(), expected.size());
   for (size_t i = 0; i < groups.size(); ++i) {
     EXPECT_EQ(groups[i].name, expected[i].first);
@@ -71,9 +69,8 @@ TEST(PlanTest, LayoutMatchesSpecLayerList) {
   EXPECT_EQ(p.input_blocks[7].layers[1].kind, LayerKind::kAttention);
   EXPECT_EQ(p.input_blocks[7].level, 3);
   // Decoder: (in -> out) of every first layer, and the upsample positions.
-  const std::vector<std::pair<int, int>> io = {{512, 256}, {448, 256}, {448, 192}, {320, 192},
-                                               {320, 128}, {192, 128}, {192, 64},  {128, 64},
-                                               {128, 64},  {128, 64}};
+  const std::vector<std::pair<int, int>> io = {{512, 256}, {448, 256}, {448, 192}, {320, 192}, {320, 128},
+                                               {192, 128}, {192, 64},  {128, 64},  {128, 64},  {128, 64}};
   const std::set<size_t> with_upsample = {1, 3, 5, 7};
   const std::set<size_t> with_attention = {2, 3};
   for (size_t i = 0; i < io.size(); ++i) {
@@ -202,16 +199,15 @@ TEST(OptionsTest, RefusalsNameTheFieldAndTheRange) {
                                            HasSubstr("sample_steps: 251 is out of range (allowed 1..250)")));
   o = WorkloadOptions{};
   o.learning_rate = 0;
-  EXPECT_THAT(ValidateOptions(o),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("learning_rate")));
+  EXPECT_THAT(ValidateOptions(o), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("learning_rate")));
   o = WorkloadOptions{};
   o.model.attention_ds = {3};
-  EXPECT_THAT(ValidateOptions(o), StatusIs(absl::StatusCode::kInvalidArgument,
-                                           HasSubstr("attention_ds: 3 is out of range")));
+  EXPECT_THAT(ValidateOptions(o),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("attention_ds: 3 is out of range")));
   o = WorkloadOptions{};
   o.model.channel_mult = {};
-  EXPECT_THAT(ValidateOptions(o), StatusIs(absl::StatusCode::kInvalidArgument,
-                                           HasSubstr("channel_mult (number of levels)")));
+  EXPECT_THAT(ValidateOptions(o),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("channel_mult (number of levels)")));
 }
 
 // ---------------------------------------------------------------- generator and inputs
@@ -277,8 +273,7 @@ TEST(SyntheticTest, SubjectIsBrainShapedAndNormalised) {
   // Per-slice min-max: every depth slice spans exactly [-1, 1].
   const int64_t plane = 40 * 48;
   for (int d = 0; d < 32; ++d) {
-    const auto [lo, hi] = std::minmax_element(s.image.begin() + d * plane,
-                                              s.image.begin() + (d + 1) * plane);
+    const auto [lo, hi] = std::minmax_element(s.image.begin() + d * plane, s.image.begin() + (d + 1) * plane);
     EXPECT_EQ(*lo, -1.0f) << "slice " << d;
     EXPECT_EQ(*hi, 1.0f) << "slice " << d;
   }
