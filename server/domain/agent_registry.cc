@@ -124,11 +124,7 @@ absl::StatusOr<std::vector<AgentView>> AgentRegistry::ListAgents(const CallConte
     MEDPROF_ASSIGN_OR_RETURN(std::vector<AgentRecord> agents, tx.ListAgents());
     for (AgentRecord& a : agents) {
       AgentView v;
-      RunFilter f;
-      f.agent_id = a.agent_id;
-      f.state = RunState::kRunning;
-      f.limit = 10000;
-      MEDPROF_ASSIGN_OR_RETURN(std::vector<RunRecord> running, tx.ListRuns(f));
+      MEDPROF_ASSIGN_OR_RETURN(std::vector<RunRecord> running, RunningRunsOf(tx, a.agent_id));
       v.running_jobs = static_cast<int>(running.size());
       v.online = now - a.last_seen_unix_ms <= 3 * core_.options.heartbeat_interval_ms;
       v.record = std::move(a);

@@ -117,6 +117,22 @@ std::vector<size_t> EligibleDevices(const selector::Selector& sel, const selecto
   return out;
 }
 
+absl::Status RequireId(const std::string& value, const char* field) {
+  if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
+  if (value.size() > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", value.size(), " characters (allowed at most 64)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<RunRecord>> RunningRunsOf(StoreTx& tx, const std::string& agent_id) {
+  RunFilter f;
+  f.agent_id = agent_id;
+  f.state = RunState::kRunning;
+  f.limit = 10000;
+  return tx.ListRuns(f);
+}
+
 std::string Tail(const std::string& text, size_t max_bytes) {
   if (text.size() <= max_bytes) return text;
   size_t start = text.size() - max_bytes;

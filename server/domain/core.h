@@ -51,6 +51,12 @@ absl::StatusOr<selector::Selector> JobSelector(const std::string& target, const 
 // Positions (into agent.devices) the job may run on, GPUs first, then the CPU device.
 std::vector<size_t> EligibleDevices(const selector::Selector& sel, const selector::Agent& agent);
 
+// INVALID_ARGUMENT "<field>: required" for an empty id, or one longer than 64 characters.
+absl::Status RequireId(const std::string& value, const char* field);
+
+// The runs the agent has running now.
+absl::StatusOr<std::vector<RunRecord>> RunningRunsOf(StoreTx& tx, const std::string& agent_id);
+
 // Keeps the last `max_bytes` of `text` (at a line start when one is near).
 std::string Tail(const std::string& text, size_t max_bytes);
 

@@ -56,9 +56,7 @@ double Quantile(std::vector<double> values, double q) {
 }
 
 absl::StatusOr<CompareResult> QueryEngine::Compare(const CallContext&, const CompareRequest& r) {
-  if (r.study_id.empty() || r.study_id.size() > 64) {
-    return absl::InvalidArgumentError("study_id: required, at most 64 characters");
-  }
+  MEDPROF_RETURN_IF_ERROR(RequireId(r.study_id, "study_id"));
   const std::string baseline = r.baseline_preset.empty() ? "baseline" : r.baseline_preset;
   if (!config::PresetFor(baseline).ok()) {
     return absl::InvalidArgumentError(absl::StrCat("baseline_preset: unknown preset '", baseline.substr(0, 64),

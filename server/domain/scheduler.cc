@@ -23,14 +23,6 @@ constexpr size_t kJobStderrBytes = 2 * 1024;  // stderr lines quoted in a failed
 constexpr auto kWaitSlice = std::chrono::milliseconds(250);
 constexpr auto kDeadlineMargin = std::chrono::milliseconds(100);
 
-absl::Status RequireId(const std::string& value, const char* field) {
-  if (value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
-  if (value.size() > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", value.size(), " characters (allowed at most 64)"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<AgentRecord> LoadAgent(StoreTx& tx, const std::string& agent_id) {
   MEDPROF_ASSIGN_OR_RETURN(std::optional<AgentRecord> agent, tx.GetAgent(agent_id));
   if (!agent.has_value()) {
@@ -38,14 +30,6 @@ absl::StatusOr<AgentRecord> LoadAgent(StoreTx& tx, const std::string& agent_id) 
         absl::StrCat("agent_id: no agent '", agent_id, "' is registered (register again: the server may have a new database)"));
   }
   return *std::move(agent);
-}
-
-absl::StatusOr<std::vector<RunRecord>> RunningRunsOf(StoreTx& tx, const std::string& agent_id) {
-  RunFilter f;
-  f.agent_id = agent_id;
-  f.state = RunState::kRunning;
-  f.limit = 10000;
-  return tx.ListRuns(f);
 }
 
 std::string AttemptText(const JobRecord& job) { return absl::StrCat("attempt ", job.attempts, " of ", job.max_attempts); }

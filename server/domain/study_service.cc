@@ -39,12 +39,6 @@ absl::Status CheckOptional(const char* field, int value, int lo, int hi, const c
   return absl::OkStatus();
 }
 
-absl::Status RequireId(const std::string& value, const char* field) {
-  if (value.empty()) return Invalid(absl::StrCat(field, ": required"));
-  if (value.size() > 64) return Invalid(absl::StrCat(field, ": ", value.size(), " characters (allowed at most 64)"));
-  return absl::OkStatus();
-}
-
 absl::StatusOr<StudyRecord> LoadStudy(StoreTx& tx, const std::string& study_id) {
   MEDPROF_ASSIGN_OR_RETURN(std::optional<StudyRecord> study, tx.GetStudy(study_id));
   if (!study.has_value()) return absl::NotFoundError(absl::StrCat("study_id: no study '", study_id, "'"));

@@ -223,7 +223,9 @@ TEST_F(StudyTest, WatchSendsHistoryThenLiveEventsAndEnds) {
 
   std::vector<std::string> lines;
   for (size_t i = 0; i < got.size(); ++i) {
-    if (i > 0) EXPECT_GT(got[i].record.event_id, got[i - 1].record.event_id);
+    if (i > 0) {
+      EXPECT_GT(got[i].record.event_id, got[i - 1].record.event_id);
+    }
     lines.push_back(absl::StrCat(JobStateName(got[i].record.job_state), got[i].record.study_finished ? "!" : ""));
   }
   EXPECT_THAT(lines, ElementsAre("queued", "queued", "running", "succeeded", "running", "failed", "unspecified!"));
