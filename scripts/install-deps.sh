@@ -33,10 +33,10 @@ build_pkgs=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   libcli11-dev nlohmann-json3-dev libbenchmark-dev libabsl-dev
-  prometheus-cpp-dev libtorch-dev
+  prometheus-cpp-dev libtorch-dev libopenblas0-pthread
 )
 test_pkgs=(shellcheck python3 clang libclang-rt-14-dev chromium systemd)
-runtime_pkgs=(libgrpc++1.51 libsqlite3-0)
+runtime_pkgs=(libgrpc++1.51 libsqlite3-0 libopenblas0-pthread)
 
 export DEBIAN_FRONTEND=noninteractive
 stamp=/var/lib/apt/periodic/medprof-update-stamp

@@ -193,7 +193,7 @@ TEST(StudyFlowTest, MalformedSubmissionsAreRefusedAndChangeNothing) {
   }
   EXPECT_EQ(counts(), before);
 
-  // The CLI reports the server's refusal with its cause and exit code 2.
+  // The CLI refuses it too (it checks with the same rules before sending), naming the field.
   CommandResult cli = Cli((*server)->address(), {"submit", "--presets", "baseline", "--volume", "4096"});
   EXPECT_NE(cli.exit_code, 0);
   EXPECT_THAT(cli.err, HasSubstr("volume"));
