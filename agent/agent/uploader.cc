@@ -105,7 +105,9 @@ void Uploader::Loop() {
     for (const std::shared_ptr<Entry>& entry : snapshot) {
       if (agent_id.empty()) break;  // not registered: the agent notifies once it is
       const int64_t t = MonotonicNs();
-      if (entry->next_attempt_ns > t) continue;
+      // A run that just ended is not held back by the pacing of its live uploads.
+      if (entry->next_attempt_ns > t && !(entry->throttled && entry->spool->outcome().has_value())) continue;
+      entry->throttled = false;
       bool done = false;
       const absl::Status s = Process(*entry, agent_id, &done);
       if (done) {
@@ -150,6 +152,7 @@ absl::Status Uploader::Process(Entry& entry, const std::string& agent_id, bool* 
       const int64_t next = entry.last_upload_ns + options_.live_interval_ms * kNsPerMs;
       if (entry.last_upload_ns != 0 && MonotonicNs() < next) {
         entry.next_attempt_ns = next;
+        entry.throttled = true;
         return absl::OkStatus();
       }
     }

@@ -12,10 +12,10 @@
 //       longer running there, or it is leased to another agent id): the run is no longer
 //       active there (requeued, or already finished): the spool is dropped (after its worker
 //       stops — on_run_rejected asks for that) and this is logged;
-//   FinishRun FAILED_PRECONDITION / NOT_FOUND / PERMISSION_DENIED / OUT_OF_RANGE the first
-//       times (e.g. "seq 5..7 missing, resend"):
-//       every chunk is sent again from seq 1 (the server stores resends once), then FinishRun
-//       is retried; after 3 refusals the run is dropped as above;
+//   FinishRun FAILED_PRECONDITION / NOT_FOUND / PERMISSION_DENIED / OUT_OF_RANGE (e.g. "seq
+//       5..7 missing, resend"): every chunk is sent again from seq 1 (the server stores
+//       resends once, so one full resend closes any gap), then FinishRun is retried; refused
+//       again (the run is lost or already finished there), the run is dropped as above;
 //   UploadResults INVALID_ARGUMENT / RESOURCE_EXHAUSTED (a chunk the server will never take):
 //       the worker is stopped and the run finished FAILED with the server's reason, with
 //       last_seq = the last acknowledged chunk;
@@ -49,8 +49,9 @@ struct UploaderOptions {
   // Least time between two uploads of a run whose worker still runs, in ms (default 500),
   // so a chatty worker does not cost one stream per record.
   int64_t live_interval_ms = 500;
-  // Refused FinishRun calls (each followed by a full resend) before the run is dropped (3).
-  int max_finish_refusals = 3;
+  // Refused FinishRun calls, each followed by a full resend, before the run is dropped
+  // (default 1: a full resend closes every gap, so a second refusal has another cause).
+  int max_finish_refusals = 1;
   BackoffOptions backoff;
 };
 
@@ -90,6 +91,7 @@ class Uploader {
     std::shared_ptr<RunSpool> spool;
     Backoff backoff;
     int64_t next_attempt_ns = 0;
+    bool throttled = false;        // next_attempt_ns paces a live run (not a retry backoff)
     int64_t last_upload_ns = 0;
     uint64_t resend_from = 0;      // 0: from acked+1
     int finish_refusals = 0;
