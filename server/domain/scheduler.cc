@@ -228,11 +228,11 @@ absl::StatusOr<JobState> Scheduler::FinishRun(const CallContext&, const FinishRu
                                                    "' is not a state an agent reports (allowed succeeded|failed|"
                                                    "interrupted|cancelled)"));
   }
-  if (r.error.size() > kMaxErrorBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("error: ", r.error.size(), " bytes (allowed at most ", kMaxErrorBytes, ")"));
-  }
+  // A failure report is never refused for its length (the run would stay running until its
+  // lease expired): the head of the error and the tail of stderr are kept.
   const std::string stderr_tail = Tail(r.stderr_tail, kMaxStderrBytes);
+  const std::string reported_error =
+      r.error.size() <= kMaxErrorBytes ? r.error : absl::StrCat(r.error.substr(0, kMaxErrorBytes), " ... (truncated)");
   const int64_t now = core_.clock.NowUnixMs();
   JobState job_state = JobState::kUnspecified;
   bool changed = false;
@@ -283,7 +283,7 @@ absl::StatusOr<JobState> Scheduler::FinishRun(const CallContext&, const FinishRu
       MEDPROF_RETURN_IF_ERROR(tx.UpdateRunResults(run));
     }
 
-    std::string error = r.error;
+    std::string error = reported_error;
     if (error.empty() && !run.error.empty()) error = run.error;  // the worker's own WorkerError
     if (error.empty() && r.state == RunState::kFailed) {
       error = absl::StrCat("the worker failed with exit code ", r.exit_code, " and no error message");

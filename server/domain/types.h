@@ -113,7 +113,7 @@ struct FinishRunRequest {
   std::string agent_id;
   std::string run_id;
   RunState state = RunState::kUnspecified;  // succeeded | failed | interrupted | cancelled
-  std::string error;                        // <= 64 KiB
+  std::string error;                        // the first 64 KiB are kept
   std::string stderr_tail;                  // the last 64 KiB are kept
   uint64_t last_seq = 0;
   int exit_code = 0;

@@ -292,6 +292,22 @@ TEST_F(SchedulerTest, WorkloadFailureFailsTheJobAtOnce) {
   EXPECT_FALSE(Acquire(agent).has_value());
 }
 
+TEST_F(SchedulerTest, LongFailureReportsAreKeptInPart) {
+  const std::string agent = Register("node-a", {Gpu(0)});
+  Submit({"baseline"});
+  std::optional<Assignment> a = Acquire(agent);
+  ASSERT_TRUE(a.has_value());
+  const std::string error = "E" + std::string(100 * 1024, 'e');
+  std::string stderr_text;
+  for (int i = 0; i < 20000; ++i) stderr_text += absl::StrCat("line ", i, "\n");
+  ASSERT_THAT(Finish(agent, a->run_id, RunState::kFailed, 0, error, stderr_text), IsOk());
+  const RunRecord run = GetRun(a->run_id);
+  EXPECT_EQ(run.error, error.substr(0, 64 * 1024) + " ... (truncated)");
+  EXPECT_LE(run.stderr_tail.size(), 64u * 1024);
+  EXPECT_EQ(run.stderr_tail.rfind("line 19999\n"), run.stderr_tail.size() - 11);
+  EXPECT_EQ(run.stderr_tail.substr(0, 5), "line ");  // cut at a line start
+}
+
 TEST_F(SchedulerTest, InterruptedRunsAreRequeuedWithinAttempts) {
   const std::string agent = Register("node-a", {Gpu(0)});
   const SubmitStudyResult s = Submit({"baseline"}, {}, 1, 2);
