@@ -27,7 +27,7 @@ const Logger kLog("server");
 
 struct Flags {
   std::string db;
-  std::string listen = "127.0.0.1:7070";
+  std::string listen = "127.0.0.1:7000";
   int64_t lease_ttl_ms = 30000;
   int64_t heartbeat_interval_ms = 5000;
   int max_attempts_default = 3;
