@@ -34,7 +34,8 @@ fi
 echo "build_worker.sh: cmake -S . -B ${build} ${args[*]}"
 cmake -S . -B "${build}" "${args[@]}"
 targets=(meddpm-export)
-if cmake --build "${build}" --target help | grep -q 'medprof-worker'; then
+# (not `| grep -q`: with pipefail, grep closing the pipe early fails the pipeline)
+if cmake --build "${build}" --target help 2>/dev/null | grep 'medprof-worker' >/dev/null; then
   targets+=(medprof-worker)
 else
   echo "build_worker.sh: no medprof-worker target in this tree yet; building meddpm-export only" >&2
