@@ -52,6 +52,13 @@ endif()
 set(MEDPROF_TORCH_HAS_CUDA OFF)
 if(MEDPROF_WITH_TORCH AND MEDPROF_BUILD_WORKER)
   medprof_require(Torch "libtorch-dev (or -DTorch_DIR=<PyTorch cmake prefix>/Torch)")
+  # PyTorch 2.x wheels ship their own fmt headers (v11/v12) on torch's include path, ahead of the
+  # system's; code that sees them must not link against the system libfmt (v9). Header-only
+  # mode keeps every fmt call in such translation units self-contained. (Debian's LibTorch
+  # uses the system fmt, where this is harmless.)
+  if(EXISTS "${TORCH_INSTALL_PREFIX}/include/fmt/format.h" AND NOT TORCH_INSTALL_PREFIX MATCHES "^/usr/?$")
+    set_property(TARGET torch APPEND PROPERTY INTERFACE_COMPILE_DEFINITIONS FMT_HEADER_ONLY)
+  endif()
   if(TARGET torch_cuda OR TARGET c10_cuda)
     set(MEDPROF_TORCH_HAS_CUDA ON)
   endif()
