@@ -56,7 +56,7 @@ Agent::Agent(AgentConfig config, std::unique_ptr<WorkDir> work_dir, std::unique_
   UploaderHooks hooks;
   hooks.agent_id = [this] {
     std::lock_guard<std::mutex> lock(mu_);
-    return registered_ ? agent_id_ : std::string();
+    return agent_id_;
   };
   hooks.on_transport_error = [this](const absl::Status& s) { OnTransportError(s); };
   hooks.on_server_ok = [this] { OnServerOk(); };
@@ -323,6 +323,9 @@ void Agent::ControlLoop() {
         }
         std::lock_guard<std::mutex> lock(mu_);
         registered_ = false;
+        // An unknown id is useless; after a transport error it stays valid and keeps the
+        // heartbeats (and with them the leases of running jobs) going while we register again.
+        if (absl::IsNotFound(s) && agent_id_ == request.agent_id()) agent_id_.clear();
         continue;
       }
       const int64_t delay_ms = backoff.NextDelayMs();
@@ -346,11 +349,11 @@ void Agent::HeartbeatLoop() {
     // once, then at its pace — its lease may be shorter than our default interval), and for
     // the first heartbeat after draining began, so the server stops offering jobs at once.
     hb_cv_.wait_for(lock, std::chrono::milliseconds(interval), [&] {
-      return stop_heartbeats_ || (registered_ && heartbeat_ms_ != interval) ||
-             (draining_ && !was_draining && registered_);
+      return stop_heartbeats_ || (!agent_id_.empty() && heartbeat_ms_ != interval) ||
+             (draining_ && !was_draining && !agent_id_.empty());
     });
     if (stop_heartbeats_) break;
-    if (!registered_) continue;
+    if (agent_id_.empty()) continue;  // not registered yet, or the server forgot this id
     was_draining = draining_;
     v1::HeartbeatRequest request;
     request.set_agent_id(agent_id_);
@@ -377,6 +380,7 @@ void Agent::HeartbeatLoop() {
         kLog.Warn("the server does not know agent {} ({}); registering again", request.agent_id(),
                   std::string(response.status().message()));
         registered_ = false;
+        if (agent_id_ == request.agent_id()) agent_id_.clear();
         cv_.notify_all();
       } else if (!IsTransportError(response.status())) {
         kLog.Warn("{}", response.status().ToString());

@@ -10,9 +10,10 @@
 // The server's answers, as this agent reads them:
 //   Register FAILED_PRECONDITION / INVALID_ARGUMENT / UNAUTHENTICATED / PERMISSION_DENIED:
 //       fatal (protocol version, bad name, bad token) — the agent drains and Wait fails;
-//   UNAVAILABLE / DEADLINE_EXCEEDED anywhere: the server is unreachable — logged once, then
-//       the control thread registers again with capped exponential backoff (same name, so
-//       the same agent);
+//   UNAVAILABLE / DEADLINE_EXCEEDED anywhere: the server is unreachable — logged once; the
+//       control thread registers again with capped exponential backoff (same name, so the
+//       same agent) before it acquires again, while heartbeats and uploads go on with the
+//       known agent id (the leases of running jobs must not lapse meanwhile);
 //   Heartbeat or AcquireJob NOT_FOUND: the server does not know this agent id: register again;
 //   HeartbeatResponse.cancel_run_ids: stop those workers, runs end CANCELLED;
 //   HeartbeatResponse.unknown_run_ids: stop those workers (the server moved on); their
@@ -111,8 +112,8 @@ class Agent {
   mutable std::mutex mu_;
   std::condition_variable cv_;     // control loop
   std::condition_variable hb_cv_;  // heartbeat loop
-  std::string agent_id_;
-  bool registered_ = false;
+  std::string agent_id_;     // "" until registered, and after the server said it does not know it
+  bool registered_ = false;  // false: the control loop registers (again) before acquiring
   int registrations_ = 0;
   int64_t heartbeat_ms_ = 0;
   bool connected_ = true;          // for logging transitions only

@@ -260,6 +260,7 @@ struct ServerState {
   std::vector<v1::RegisterRequest> registers;
   std::set<std::string> known_agents;
   bool refuse_register = false;
+  bool register_unavailable = false;  // Register and AcquireJob answer UNAVAILABLE
   std::deque<v1::Assignment> queue;  // device_index < -1: the first free device
   std::vector<v1::AcquireJobRequest> acquires;
   std::vector<v1::HeartbeatRequest> heartbeats;
@@ -287,6 +288,7 @@ class FakeAgentService final : public v1::AgentService::Service {
   grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* r, v1::RegisterResponse* out) override {
     std::lock_guard<std::mutex> lock(s_->mu);
     s_->registers.push_back(*r);
+    if (s_->register_unavailable) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
     if (s_->refuse_register) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           "protocol_version: this server speaks protocol 2: run a newer medprof-agent");
@@ -318,6 +320,7 @@ class FakeAgentService final : public v1::AgentService::Service {
     if (s_->known_agents.count(r->agent_id()) == 0) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "agent_id: no agent '" + r->agent_id() + "' is registered");
     }
+    if (s_->register_unavailable) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
     s_->acquires.push_back(*r);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(r->wait_ms());
     while (s_->queue.empty() && std::chrono::steady_clock::now() < deadline && !ctx->IsCancelled()) {
@@ -758,6 +761,39 @@ TEST_F(AgentTest, HeartbeatsFollowTheServersIntervalFromTheFirstRegistration) {
   ASSERT_TRUE(Eventually([&] { return Finished("h1"); }));
 }
 
+TEST_F(AgentTest, HeartbeatsKeepRunningJobsLeasedWhileTheAgentRegistersAgain) {
+  launcher_.behavior = [](const LaunchSpec&) { return HeldJob(); };
+  Queue(Job("l1"));
+  agent_ = MakeAgent(/*gpus=*/2);  // one GPU stays free, so the agent keeps acquiring
+  ASSERT_TRUE(agent_->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return launcher_.specs().size() == 1; }));
+  auto heartbeats_with_l1 = [&] {
+    std::lock_guard<std::mutex> lock(state_.mu);
+    int n = 0;
+    for (const auto& hb : state_.heartbeats) n += hb.running_run_ids_size() == 1 && hb.running_run_ids(0) == "l1";
+    return n;
+  };
+  {
+    std::lock_guard<std::mutex> lock(state_.mu);
+    state_.register_unavailable = true;  // acquiring fails, so does registering again
+  }
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard<std::mutex> lock(state_.mu);
+    return state_.registers.size() >= 3;  // the agent is retrying Register
+  }));
+  const int before = heartbeats_with_l1();
+  std::this_thread::sleep_for(400ms);
+  EXPECT_GE(heartbeats_with_l1() - before, 3) << "no heartbeats while registering again: the lease would lapse";
+  {
+    std::lock_guard<std::mutex> lock(state_.mu);
+    state_.register_unavailable = false;
+  }
+  ASSERT_TRUE(Eventually([&] { return agent_->registrations() == 2; }));
+  ASSERT_TRUE(launcher_.Release("l1"));
+  ASSERT_TRUE(Eventually([&] { return Finished("l1"); }));
+  EXPECT_EQ(v1::RunState_Name(FinishOf("l1").state()), "RUN_SUCCEEDED");
+}
+
 TEST_F(AgentTest, RegistersAgainWhenTheServerForgetsTheAgent) {
   agent_ = MakeAgent(/*gpus=*/1);
   ASSERT_TRUE(agent_->Start().ok());
@@ -794,7 +830,8 @@ TEST_F(AgentTest, SurvivesAServerRestartMidRunWithoutLosingOrRepeatingResults) {
   EXPECT_EQ(v1::RunState_Name(FinishOf("s1").state()), "RUN_SUCCEEDED");
   EXPECT_EQ(FinishOf("s1").last_seq(), 4u);
   EXPECT_THAT(StoredSeqs("s1"), ElementsAre(1, 2, 3, 4));
-  EXPECT_GE(agent_->registrations(), 2) << "the agent registers again after losing the server";
+  EXPECT_TRUE(Eventually([&] { return agent_->registrations() >= 2; }))
+      << "the agent registers again after losing the server";
 }
 
 TEST_F(AgentTest, WaitsForAServerThatIsNotUpYet) {
