@@ -5,6 +5,7 @@
 //   medprof-worker --preset baseline --describe
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
@@ -58,7 +59,7 @@ int InvalidConfig(ResultChannel* channel, const std::string& message) {
 
 int main(int argc, char** argv) {
   const int64_t start_ns = medprof::MonotonicNs();
-  // First: the signal mask, before any library starts a thread.
+  // First: SIGTERM/SIGINT handling (stop after the current step; a second signal stops at once).
   std::atomic<ResultChannel*> live_channel{nullptr};
   auto watcher = medprof::worker::SignalWatcher::Start([&live_channel](int signo, int count) {
     if (count >= 2) {

@@ -1,14 +1,14 @@
 // SignalWatcher: SIGTERM/SIGINT handling for medprof-worker, on one thread of its own.
 //
-// Start() blocks SIGTERM, SIGINT and SIGUSR1 in the calling thread — call it first in main(),
-// before LibTorch, CUPTI or anything else starts threads, so every thread inherits the mask —
-// and starts a thread that waits for them with sigwait(). Each SIGTERM/SIGINT sets
-// stop_requested() and calls `on_signal(signo, count)` on that thread (count = signals so
-// far: the worker stops after the current step on the first, at once on the second). The
-// destructor wakes the thread with SIGUSR1 and joins it. SIGPIPE is ignored, so a closed
-// result channel is a write error, not a silent death.
+// Start() installs handlers for SIGTERM and SIGINT (any thread may receive them — libraries
+// start threads before main() can mask signals, so masking alone is not enough). The handler
+// only counts the signal and writes its number to a self-pipe (async-signal-safe); the
+// watcher thread reads the pipe and calls `on_signal(signo, count)` (count = signals so far:
+// the worker stops after the current step on the first, at once on the second). Also ignores
+// SIGPIPE, so a closed result channel is a write error, not a silent death. The destructor
+// stops the thread; the handlers stay (they only count once the watcher is gone).
 //
-// Thread-safe: stop_requested() from any thread.
+// One SignalWatcher per process. Thread-safe: stop_requested()/count() from any thread.
 #pragma once
 
 #include <atomic>
@@ -28,18 +28,18 @@ class SignalWatcher {
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
 
-  bool stop_requested() const { return count_.load() > 0; }
-  int last_signal() const { return last_signal_.load(); }
-  const std::atomic<int>& count() const { return count_; }
+  bool stop_requested() const { return count().load() > 0; }
+  // SIGTERM/SIGINT received so far (process-wide).
+  const std::atomic<int>& count() const;
 
  private:
-  explicit SignalWatcher(Callback on_signal) : on_signal_(std::move(on_signal)) {}
+  SignalWatcher(Callback on_signal, int read_fd, int write_fd)
+      : on_signal_(std::move(on_signal)), read_fd_(read_fd), write_fd_(write_fd) {}
   void Loop();
 
   Callback on_signal_;
-  std::atomic<int> count_{0};
-  std::atomic<int> last_signal_{0};
-  std::atomic<bool> quit_{false};
+  const int read_fd_;
+  const int write_fd_;
   std::thread thread_;
 };
 

@@ -61,11 +61,13 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& stem, int r
   return pid;
 }
 
+// The exit code; minus the signal number when the process died of a signal (so a worker
+// killed by SIGTERM is not mistaken for one that exited with 143).
 int Wait(pid_t pid) {
   int status = 0;
   waitpid(pid, &status, 0);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + WTERMSIG(status);
+  return -WTERMSIG(status);
 }
 
 Result RunBinary(const std::vector<std::string>& args, const std::string& name) {
