@@ -65,6 +65,21 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return out;
 }
 
+int WriteAll(int fd, absl::string_view data) {
+  const char* p = data.data();
+  size_t left = data.size();
+  while (left > 0) {
+    const ssize_t w = ::write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    p += w;
+    left -= static_cast<size_t>(w);
+  }
+  return 0;
+}
+
 absl::Status SyncDir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(absl::StrCat("opening directory ", dir), errno);
@@ -79,18 +94,9 @@ absl::Status WriteFileDurably(const std::string& path, absl::string_view content
   if (fd < 0) return ErrnoStatus(absl::StrCat("creating ", tmp), errno);
   {
     FdCloser closer(fd);
-    const char* p = contents.data();
-    size_t left = contents.size();
-    while (left > 0) {
-      const ssize_t w = ::write(fd, p, left);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        return ErrnoStatus(absl::StrCat("writing ", tmp), err);
-      }
-      p += w;
-      left -= static_cast<size_t>(w);
+    if (const int err = WriteAll(fd, contents); err != 0) {
+      ::unlink(tmp.c_str());
+      return ErrnoStatus(absl::StrCat("writing ", tmp), err);
     }
     if (::fsync(fd) != 0) {
       const int err = errno;

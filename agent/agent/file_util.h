@@ -19,6 +19,8 @@ namespace medprof::agent {
 absl::Status ErrnoStatus(absl::string_view what, int err);
 
 absl::StatusOr<std::string> ReadFile(const std::string& path);
+// Writes all of `data` to `fd` (retrying short writes and EINTR); 0 or the failing errno.
+int WriteAll(int fd, absl::string_view data);
 // Writes `contents` to `path` durably (see above).
 absl::Status WriteFileDurably(const std::string& path, absl::string_view contents);
 // fsync of a directory (after creating, renaming or removing entries in it).

@@ -180,19 +180,7 @@ absl::Status RunSpool::Append(const v1::WorkerMessage& message) {
   AppendVarint(body.size(), &record);
   record += body;
   const std::string path = absl::StrCat(dir_, "/", kResults);
-  const char* p = record.data();
-  size_t left = record.size();
-  int err = 0;
-  while (left > 0) {
-    const ssize_t w = ::write(fd_, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      err = errno;
-      break;
-    }
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
+  int err = WriteAll(fd_, record);
   if (err == 0 && ::fdatasync(fd_) != 0) err = errno;
   if (err != 0) {
     // Cut a partial record off again, so the file holds complete records only.

@@ -22,16 +22,14 @@
 #include "gtest/gtest.h"
 #include "medprof/v1/service.grpc.pb.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/unit/agent/test_files.h"
 
 namespace medprof::agent {
 namespace {
 
-// The test temp dir without a trailing slash (paths are compared as text).
-std::string TempRoot() {
-  std::string t = ::testing::TempDir();
-  while (t.size() > 1 && t.back() == '/') t.pop_back();
-  return t;
-}
+using ::medprof::agent::testing::FreshDir;
+using ::medprof::agent::testing::TempRoot;
+using ::medprof::agent::testing::WriteTemp;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -433,9 +431,7 @@ v1::Assignment Job(const std::string& run_id, int device = -2) {
 class AgentTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    static int counter = 0;
-    work_ = absl::StrCat(TempRoot(), "/agent-", ::getpid(), "-", counter++);
-    (void)RemoveTree(work_);
+    work_ = FreshDir("agent");
     server_ = std::make_unique<TestServer>(&state_);
   }
   void TearDown() override {

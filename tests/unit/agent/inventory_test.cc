@@ -9,19 +9,19 @@
 #include "agent/agent/nvml_probe.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/agent/test_files.h"
 
 namespace medprof::agent {
 namespace {
+
+using ::medprof::agent::testing::FreshDir;
+using ::medprof::agent::testing::TempRoot;
+using ::medprof::agent::testing::WriteTemp;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
-std::string WriteTemp(const std::string& name, const std::string& contents) {
-  const std::string path = std::string(::testing::TempDir()) + "/" + name + std::to_string(::getpid());
-  std::ofstream(path) << contents;
-  return path;
-}
 
 v1::Device Gpu(int index, const std::string& name, const std::string& uuid) {
   v1::Device d;

@@ -17,16 +17,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/unit/agent/test_files.h"
 
 namespace medprof::agent {
 namespace {
 
-// The test temp dir without a trailing slash (paths are compared as text).
-std::string TempRoot() {
-  std::string t = ::testing::TempDir();
-  while (t.size() > 1 && t.back() == '/') t.pop_back();
-  return t;
-}
+using ::medprof::agent::testing::FreshDir;
+using ::medprof::agent::testing::TempRoot;
+using ::medprof::agent::testing::WriteTemp;
 
 using ::testing::HasSubstr;
 
@@ -64,10 +62,7 @@ v1::WorkerMessage Error(const std::string& kind, const std::string& message) {
 class JobRunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    static int counter = 0;
-    root_ = absl::StrCat(TempRoot(), "/runner-", ::getpid(), "-", counter++);
-    (void)RemoveTree(root_);
-    ASSERT_TRUE(MakeDirs(root_).ok());
+    root_ = FreshDir("runner");
   }
 
   // Writes the records the script will copy to fd 3 (plus `tail_bytes` of garbage-free cut

@@ -14,27 +14,19 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/unit/agent/test_files.h"
 
 namespace medprof::agent {
 namespace {
 
-// The test temp dir without a trailing slash (paths are compared as text).
-std::string TempRoot() {
-  std::string t = ::testing::TempDir();
-  while (t.size() > 1 && t.back() == '/') t.pop_back();
-  return t;
-}
+using ::medprof::agent::testing::FreshDir;
+using ::medprof::agent::testing::TempRoot;
+using ::medprof::agent::testing::WriteTemp;
 
 using ::medprof::testing::StatusIs;
 using ::testing::HasSubstr;
 
-std::string TestDir() {
-  static int counter = 0;
-  const std::string dir = absl::StrCat(TempRoot(), "/launcher-", ::getpid(), "-", counter++);
-  (void)RemoveTree(dir);
-  EXPECT_TRUE(MakeDirs(dir).ok());
-  return dir;
-}
+std::string TestDir() { return FreshDir("launcher"); }
 
 std::string WriteScript(const std::string& dir, const std::string& body) {
   const std::string path = dir + "/worker.sh";

@@ -10,9 +10,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/unit/agent/test_files.h"
 
 namespace medprof::agent {
 namespace {
+
+using ::medprof::agent::testing::FreshDir;
+using ::medprof::agent::testing::TempRoot;
+using ::medprof::agent::testing::WriteTemp;
 
 using ::medprof::testing::IsOk;
 using ::medprof::testing::StatusIs;
@@ -38,11 +43,6 @@ AgentOptions Parse(std::vector<std::string> args) {
   return o;
 }
 
-std::string WriteTemp(const std::string& name, const std::string& contents) {
-  const std::string path = std::string(::testing::TempDir()) + "/" + name + std::to_string(::getpid());
-  std::ofstream(path) << contents;
-  return path;
-}
 
 TEST(OptionsTest, ParsesEveryFlag) {
   AgentOptions o = Parse({"--server", "127.0.0.1:50051", "--work-dir", "/tmp/w", "--name", "node-1", "--worker",

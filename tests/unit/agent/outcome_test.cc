@@ -7,9 +7,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/agent/test_files.h"
 
 namespace medprof::agent {
 namespace {
+
+using ::medprof::agent::testing::FreshDir;
+using ::medprof::agent::testing::TempRoot;
+using ::medprof::agent::testing::WriteTemp;
 
 using ::testing::HasSubstr;
 
@@ -91,11 +96,6 @@ TEST(SignalNameTest, KnownAndUnknown) {
   EXPECT_EQ(SignalName(63), "signal 63");
 }
 
-std::string WriteTemp(const std::string& name, const std::string& contents) {
-  const std::string path = std::string(::testing::TempDir()) + "/" + name + std::to_string(::getpid());
-  std::ofstream(path, std::ios::binary) << contents;
-  return path;
-}
 
 TEST(StderrTailTest, KeepsTheLastLines) {
   std::string text;

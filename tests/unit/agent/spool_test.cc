@@ -13,29 +13,19 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/unit/agent/test_files.h"
 
 namespace medprof::agent {
 namespace {
 
-// The test temp dir without a trailing slash (paths are compared as text).
-std::string TempRoot() {
-  std::string t = ::testing::TempDir();
-  while (t.size() > 1 && t.back() == '/') t.pop_back();
-  return t;
-}
+using ::medprof::agent::testing::FreshDir;
+using ::medprof::agent::testing::TempRoot;
+using ::medprof::agent::testing::WriteTemp;
 
 using ::medprof::testing::IsOk;
 using ::medprof::testing::StatusIs;
 using ::testing::HasSubstr;
 
-std::string FreshDir(const std::string& name) {
-  static int counter = 0;
-  const std::string dir =
-      absl::StrCat(TempRoot(), "/spool-", name, "-", ::getpid(), "-", counter++);
-  (void)RemoveTree(dir);
-  EXPECT_THAT(MakeDirs(dir), IsOk());
-  return dir;
-}
 
 v1::Assignment MakeAssignment(const std::string& run_id) {
   v1::Assignment a;
@@ -63,7 +53,7 @@ uint64_t FileSize(const std::string& path) {
 }
 
 TEST(SpoolTest, CreateWritesTheAssignmentAndTheJob) {
-  const std::string dir = FreshDir("create") + "/run-1";
+  const std::string dir = FreshDir("spool-create") + "/run-1";
   MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<RunSpool> spool, RunSpool::Create(dir, MakeAssignment("run-1")));
   EXPECT_EQ(spool->run_id(), "run-1");
   EXPECT_EQ(spool->last_seq(), 0u);
@@ -82,14 +72,14 @@ TEST(SpoolTest, CreateWritesTheAssignmentAndTheJob) {
   EXPECT_EQ(a.device_index(), 1);
   EXPECT_THAT(RunSpool::Create(dir, MakeAssignment("run-1")),
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already exists")));
-  EXPECT_THAT(RunSpool::Create(FreshDir("mismatch") + "/run-2", MakeAssignment("run-1")),
+  EXPECT_THAT(RunSpool::Create(FreshDir("spool-mismatch") + "/run-2", MakeAssignment("run-1")),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("does not match run_id 'run-1'")));
-  EXPECT_THAT(RunSpool::Create(FreshDir("bad") + "/..", MakeAssignment("..")),
+  EXPECT_THAT(RunSpool::Create(FreshDir("spool-bad") + "/..", MakeAssignment("..")),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("run_id '..' is not allowed")));
 }
 
 TEST(SpoolTest, AppendedChunksAreNumberedAndReadBack) {
-  const std::string dir = FreshDir("append") + "/r";
+  const std::string dir = FreshDir("spool-append") + "/r";
   MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<RunSpool> spool, RunSpool::Create(dir, MakeAssignment("r")));
   for (int i = 0; i < 10; ++i) ASSERT_THAT(spool->Append(Step(i)), IsOk());
   EXPECT_EQ(spool->last_seq(), 10u);
@@ -114,7 +104,7 @@ TEST(SpoolTest, AppendedChunksAreNumberedAndReadBack) {
 }
 
 TEST(SpoolTest, AckAndOutcomeSurviveARestart) {
-  const std::string dir = FreshDir("ack") + "/r";
+  const std::string dir = FreshDir("spool-ack") + "/r";
   {
     MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<RunSpool> spool, RunSpool::Create(dir, MakeAssignment("r")));
     for (int i = 0; i < 5; ++i) ASSERT_THAT(spool->Append(Step(i)), IsOk());
@@ -150,7 +140,7 @@ TEST(SpoolTest, AckAndOutcomeSurviveARestart) {
 }
 
 TEST(SpoolTest, ATruncatedTailIsDroppedOnResume) {
-  const std::string dir = FreshDir("trunc") + "/r";
+  const std::string dir = FreshDir("spool-trunc") + "/r";
   uint64_t size_after_three = 0;
   {
     MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<RunSpool> spool, RunSpool::Create(dir, MakeAssignment("r")));
@@ -177,7 +167,7 @@ TEST(SpoolTest, ATruncatedTailIsDroppedOnResume) {
 }
 
 TEST(SpoolTest, GarbageAfterTheRecordsIsDroppedOnResume) {
-  const std::string dir = FreshDir("garbage") + "/r";
+  const std::string dir = FreshDir("spool-garbage") + "/r";
   {
     MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<RunSpool> spool, RunSpool::Create(dir, MakeAssignment("r")));
     for (int i = 0; i < 2; ++i) ASSERT_THAT(spool->Append(Step(i)), IsOk());
@@ -192,7 +182,7 @@ TEST(SpoolTest, GarbageAfterTheRecordsIsDroppedOnResume) {
 }
 
 TEST(SpoolTest, AnAckBeyondTheRecordsIsClampedOnResume) {
-  const std::string dir = FreshDir("clamp") + "/r";
+  const std::string dir = FreshDir("spool-clamp") + "/r";
   {
     MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<RunSpool> spool, RunSpool::Create(dir, MakeAssignment("r")));
     ASSERT_THAT(spool->Append(Step(0)), IsOk());
@@ -203,7 +193,7 @@ TEST(SpoolTest, AnAckBeyondTheRecordsIsClampedOnResume) {
 }
 
 TEST(SpoolTest, AWriteErrorAppendsNothingAndNamesTheCause) {
-  const std::string dir = FreshDir("efbig") + "/r";
+  const std::string dir = FreshDir("spool-efbig") + "/r";
   MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<RunSpool> spool, RunSpool::Create(dir, MakeAssignment("r")));
   ASSERT_THAT(spool->Append(Step(0)), IsOk());
   const uint64_t before = FileSize(dir + "/results.log");
@@ -230,7 +220,7 @@ TEST(SpoolTest, AWriteErrorAppendsNothingAndNamesTheCause) {
 }
 
 TEST(SpoolTest, RunDirsAreListed) {
-  const std::string root = FreshDir("list");
+  const std::string root = FreshDir("spool-list");
   for (const char* id : {"b", "a", "c"}) ASSERT_THAT(RunSpool::Create(root + "/" + id, MakeAssignment(id)), IsOk());
   std::ofstream(root + "/stray-file") << "x";
   MEDPROF_ASSERT_OK_AND_ASSIGN(std::vector<std::string> dirs, ListRunDirs(root));
@@ -238,7 +228,7 @@ TEST(SpoolTest, RunDirsAreListed) {
 }
 
 TEST(WorkDirTest, LockAndStableName) {
-  const std::string path = FreshDir("workdir");
+  const std::string path = FreshDir("spool-workdir");
   MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkDir> wd, WorkDir::Open(path));
   EXPECT_TRUE(PathExists(path + "/spool"));
   // A second agent on the same work dir is refused, naming the holder.
