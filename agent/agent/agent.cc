@@ -25,7 +25,9 @@ bool IsFatalRegisterError(const absl::Status& s) {
 }
 
 // Time kept for uploads and FinishRun at the end of a drain: a third of it, 1..30 s.
-int64_t UploadReserveMs(int64_t drain_ms) { return std::clamp<int64_t>(drain_ms / 3, std::min<int64_t>(1000, drain_ms), 30'000); }
+int64_t UploadReserveMs(int64_t drain_ms) {
+  return std::clamp<int64_t>(drain_ms / 3, std::min<int64_t>(1000, drain_ms), 30'000);
+}
 
 }  // namespace
 
@@ -37,10 +39,12 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentConfig config, std::un
   }
   MEDPROF_RETURN_IF_ERROR(ValidateAgentName(config.name, "agent name"));
   if (config.worker_path.empty()) return absl::InvalidArgumentError("Agent::Create: empty worker path");
-  if (config.inventory.devices.empty()) return absl::InvalidArgumentError("Agent::Create: the inventory is empty");
-  MEDPROF_ASSIGN_OR_RETURN(config.max_jobs,
-                           ValidateMaxJobs(config.max_jobs, static_cast<int>(config.inventory.devices.size())));
-  if (config.drain_timeout_ms < 1) return absl::InvalidArgumentError("Agent::Create: drain_timeout_ms must be >= 1");
+  if (config.inventory.devices.empty())
+    return absl::InvalidArgumentError("Agent::Create: the inventory is empty");
+  MEDPROF_ASSIGN_OR_RETURN(
+      config.max_jobs, ValidateMaxJobs(config.max_jobs, static_cast<int>(config.inventory.devices.size())));
+  if (config.drain_timeout_ms < 1)
+    return absl::InvalidArgumentError("Agent::Create: drain_timeout_ms must be >= 1");
   MEDPROF_RETURN_IF_ERROR(ValidateBackoffOptions(config.register_backoff));
   MEDPROF_RETURN_IF_ERROR(ValidateBackoffOptions(config.uploader.backoff));
   return std::unique_ptr<Agent>(
@@ -79,13 +83,15 @@ absl::Status Agent::Start() {
   for (const std::string& dir : dirs) {
     absl::StatusOr<std::unique_ptr<RunSpool>> opened = RunSpool::Open(dir);
     if (!opened.ok()) {
-      kLog.Error("cannot resume the spool {}: {}; leaving it as it is", dir, std::string(opened.status().message()));
+      kLog.Error("cannot resume the spool {}: {}; leaving it as it is", dir,
+                 std::string(opened.status().message()));
       continue;
     }
     std::shared_ptr<RunSpool> spool = *std::move(opened);
     if (!spool->repair_note().empty()) kLog.Warn("run {}: {}", spool->run_id(), spool->repair_note());
     if (!spool->outcome().has_value()) {
-      kLog.Warn("run {}: its worker died with the previous agent process; reporting it INTERRUPTED", spool->run_id());
+      kLog.Warn("run {}: its worker died with the previous agent process; reporting it INTERRUPTED",
+                spool->run_id());
       v1::FinishRunRequest outcome;
       outcome.set_run_id(spool->run_id());
       outcome.set_state(v1::RUN_INTERRUPTED);
@@ -94,7 +100,8 @@ absl::Status Agent::Start() {
       outcome.set_last_seq(spool->last_seq());
       *outcome.mutable_agent_environment() = AgentEnvironment(config_.facts, "");
       if (absl::Status s = spool->WriteOutcome(outcome); !s.ok()) {
-        kLog.Error("run {}: could not record its outcome on disk: {}", spool->run_id(), std::string(s.message()));
+        kLog.Error("run {}: could not record its outcome on disk: {}", spool->run_id(),
+                   std::string(s.message()));
       }
     }
     kLog.Info("run {}: resuming from the spool ({} results, {} acknowledged, outcome {})", spool->run_id(),
@@ -127,8 +134,9 @@ void Agent::Drain(const std::string& reason) {
     cv_.notify_all();
     hb_cv_.notify_all();
   }
-  kLog.Info("draining ({}): taking no new jobs; stopping {} worker(s) (SIGKILL after {} ms); exit within {} ms",
-            reason, stopping.size(), grace_ms, config_.drain_timeout_ms);
+  kLog.Info(
+      "draining ({}): taking no new jobs; stopping {} worker(s) (SIGKILL after {} ms); exit within {} ms",
+      reason, stopping.size(), grace_ms, config_.drain_timeout_ms);
   uplink_->StopAcquiring();
 }
 
@@ -151,9 +159,10 @@ absl::Status Agent::Wait() {
   uploader_->Notify();
   const std::vector<std::string> left = uploader_->WaitIdle(deadline);
   if (!left.empty()) {
-    kLog.Warn("{} run(s) not yet finished on the server at the drain deadline ({}); they stay in {} and the next "
-              "agent start resumes them",
-              left.size(), absl::StrJoin(left, ", "), work_dir_->spool_root());
+    kLog.Warn(
+        "{} run(s) not yet finished on the server at the drain deadline ({}); they stay in {} and the next "
+        "agent start resumes them",
+        left.size(), absl::StrJoin(left, ", "), work_dir_->spool_root());
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -209,8 +218,8 @@ void Agent::OnTransportError(const absl::Status& s) {
     disconnected_since_ns_ = MonotonicNs();
     ever_registered = registrations_ > 0;
   }
-  kLog.Warn("{} the server {}: {}; retrying with backoff", ever_registered ? "lost" : "cannot reach", config_.server,
-            s.ToString());
+  kLog.Warn("{} the server {}: {}; retrying with backoff", ever_registered ? "lost" : "cannot reach",
+            config_.server, s.ToString());
 }
 
 void Agent::OnServerOk() {
@@ -221,7 +230,8 @@ void Agent::OnServerOk() {
     connected_ = true;
     since = disconnected_since_ns_;
   }
-  kLog.Info("server {} reachable after {:.1f} s", config_.server, static_cast<double>(MonotonicNs() - since) / 1e9);
+  kLog.Info("server {} reachable after {:.1f} s", config_.server,
+            static_cast<double>(MonotonicNs() - since) / 1e9);
 }
 
 absl::Status Agent::Register() {
@@ -239,9 +249,10 @@ absl::Status Agent::Register() {
     return response.status();
   }
   OnServerOk();
-  if (response->agent_id().empty()) return absl::InternalError("Register: the server answered without an agent_id");
+  if (response->agent_id().empty())
+    return absl::InternalError("Register: the server answered without an agent_id");
   int64_t heartbeat_ms = response->heartbeat_interval_ms() > 0 ? response->heartbeat_interval_ms()
-                                                                : config_.default_heartbeat_ms;
+                                                               : config_.default_heartbeat_ms;
   heartbeat_ms = std::clamp<int64_t>(heartbeat_ms, 50, 600'000);
   int count = 0;
   {
@@ -253,10 +264,12 @@ absl::Status Agent::Register() {
     hb_cv_.notify_all();
   }
   kLog.Info("{} with {} as agent {} (name {}, {} device(s), max {} job(s), server {}); heartbeat every {} ms",
-            count == 1 ? "registered" : "registered again", config_.server, response->agent_id(), config_.name,
-            config_.inventory.devices.size(), config_.max_jobs, response->server_version(), heartbeat_ms);
+            count == 1 ? "registered" : "registered again", config_.server, response->agent_id(),
+            config_.name, config_.inventory.devices.size(), config_.max_jobs, response->server_version(),
+            heartbeat_ms);
   if (response->lease_ttl_ms() > 0 && heartbeat_ms * 2 > response->lease_ttl_ms()) {
-    kLog.Warn("heartbeat interval {} ms is more than half the lease of {} ms", heartbeat_ms, response->lease_ttl_ms());
+    kLog.Warn("heartbeat interval {} ms is more than half the lease of {} ms", heartbeat_ms,
+              response->lease_ttl_ms());
   }
   uploader_->Notify();
   return absl::OkStatus();
@@ -288,8 +301,8 @@ void Agent::ControlLoop() {
         return;
       }
       const int64_t delay_ms = backoff.NextDelayMs();
-      kLog.Warn("cannot register with {}: {}; retrying in {:.1f} s (attempt {})", config_.server, s.ToString(),
-                static_cast<double>(delay_ms) / 1000.0, backoff.attempt());
+      kLog.Warn("cannot register with {}: {}; retrying in {:.1f} s (attempt {})", config_.server,
+                s.ToString(), static_cast<double>(delay_ms) / 1000.0, backoff.attempt());
       if (!WaitFor(delay_ms)) return;
       continue;
     }
@@ -317,7 +330,8 @@ void Agent::ControlLoop() {
       }
       if (absl::IsNotFound(s) || IsTransportError(s)) {
         if (absl::IsNotFound(s)) {
-          kLog.Warn("the server does not know agent {} ({}); registering again", request.agent_id(), std::string(s.message()));
+          kLog.Warn("the server does not know agent {} ({}); registering again", request.agent_id(),
+                    std::string(s.message()));
         } else {
           OnTransportError(s);
         }
@@ -404,8 +418,8 @@ void Agent::HeartbeatLoop() {
 
 void Agent::StartAssignment(const v1::Assignment& a) {
   const std::string& run_id = a.run_id();
-  kLog.Info("run {}: assigned (job {}, study {}, attempt {}, preset {}, device {}, timeout {} s)", run_id, a.job_id(),
-            a.study_id(), a.attempt(), a.config().preset(), a.device_index(), a.timeout_s());
+  kLog.Info("run {}: assigned (job {}, study {}, attempt {}, preset {}, device {}, timeout {} s)", run_id,
+            a.job_id(), a.study_id(), a.attempt(), a.config().preset(), a.device_index(), a.timeout_s());
   const std::string dir = absl::StrCat(work_dir_->spool_root(), "/", run_id);
   absl::StatusOr<std::unique_ptr<RunSpool>> created = RunSpool::Create(dir, a);
   if (!created.ok()) {
@@ -457,10 +471,10 @@ void Agent::StartAssignment(const v1::Assignment& a) {
     if (draining) {
       FinishWithoutWorker(std::move(spool), v1::RUN_INTERRUPTED, kDrainError);
     } else {
-      FinishWithoutWorker(std::move(spool), v1::RUN_FAILED,
-                          absl::StrCat("the server assigned device ", a.device_index(),
-                                       ", which is not a free device of this agent (free: ",
-                                       absl::StrJoin(free, ","), ")"));
+      FinishWithoutWorker(
+          std::move(spool), v1::RUN_FAILED,
+          absl::StrCat("the server assigned device ", a.device_index(),
+                       ", which is not a free device of this agent (free: ", absl::StrJoin(free, ","), ")"));
     }
     return;
   }
@@ -468,7 +482,8 @@ void Agent::StartAssignment(const v1::Assignment& a) {
   runner->Start();
 }
 
-void Agent::FinishWithoutWorker(std::shared_ptr<RunSpool> spool, v1::RunState state, const std::string& error) {
+void Agent::FinishWithoutWorker(std::shared_ptr<RunSpool> spool, v1::RunState state,
+                                const std::string& error) {
   kLog.Warn("run {}: not started: {}", spool->run_id(), error);
   v1::FinishRunRequest outcome;
   outcome.set_run_id(spool->run_id());
@@ -486,7 +501,8 @@ void Agent::OnRunFinished(const std::string& run_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     finished_runners_.push_back(run_id);
-    if (auto it = runners_.find(run_id); it != runners_.end()) busy_devices_.erase(it->second->device_index());
+    if (auto it = runners_.find(run_id); it != runners_.end())
+      busy_devices_.erase(it->second->device_index());
     cv_.notify_all();
   }
   uploader_->Notify();

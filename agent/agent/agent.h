@@ -53,11 +53,11 @@ struct AgentConfig {
   std::map<std::string, std::string> labels;  // registered labels
   HostFacts facts;
   Inventory inventory;
-  std::string server;                         // for messages
+  std::string server;  // for messages
   // Tunables (tests shorten them).
-  int64_t acquire_wait_ms = 10'000;           // AcquireJob long-poll
-  int64_t default_heartbeat_ms = 5'000;       // when the server sends no interval
-  BackoffOptions register_backoff;            // reconnect / register retries
+  int64_t acquire_wait_ms = 10'000;      // AcquireJob long-poll
+  int64_t default_heartbeat_ms = 5'000;  // when the server sends no interval
+  BackoffOptions register_backoff;       // reconnect / register retries
   RunnerOptions runner;
   UploaderOptions uploader;
 };
@@ -112,11 +112,11 @@ class Agent {
   mutable std::mutex mu_;
   std::condition_variable cv_;     // control loop
   std::condition_variable hb_cv_;  // heartbeat loop
-  std::string agent_id_;     // "" until registered, and after the server said it does not know it
-  bool registered_ = false;  // false: the control loop registers (again) before acquiring
+  std::string agent_id_;           // "" until registered, and after the server said it does not know it
+  bool registered_ = false;        // false: the control loop registers (again) before acquiring
   int registrations_ = 0;
   int64_t heartbeat_ms_ = 0;
-  bool connected_ = true;          // for logging transitions only
+  bool connected_ = true;  // for logging transitions only
   int64_t disconnected_since_ns_ = 0;
   bool draining_ = false;
   std::string drain_reason_;

@@ -10,17 +10,20 @@ namespace medprof::agent {
 
 absl::Status ValidateBackoffOptions(const BackoffOptions& o) {
   if (o.initial_ms < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("backoff initial_ms: ", o.initial_ms, " is out of range (allowed >= 1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("backoff initial_ms: ", o.initial_ms, " is out of range (allowed >= 1)"));
   }
   if (o.max_ms < o.initial_ms) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("backoff max_ms: ", o.max_ms, " is out of range (allowed >= initial_ms ", o.initial_ms, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backoff max_ms: ", o.max_ms, " is out of range (allowed >= initial_ms ", o.initial_ms, ")"));
   }
   if (!(o.multiplier >= 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat("backoff multiplier: ", o.multiplier, " is out of range (allowed >= 1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("backoff multiplier: ", o.multiplier, " is out of range (allowed >= 1)"));
   }
   if (!(o.jitter >= 0.0 && o.jitter <= 1.0)) {
-    return absl::InvalidArgumentError(absl::StrCat("backoff jitter: ", o.jitter, " is out of range (allowed 0..1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("backoff jitter: ", o.jitter, " is out of range (allowed 0..1)"));
   }
   return absl::OkStatus();
 }

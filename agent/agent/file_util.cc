@@ -126,7 +126,8 @@ absl::Status MakeDirs(const std::string& path) {
   }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(absl::StrCat("checking ", path), errno);
-  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a directory"));
+  if (!S_ISDIR(st.st_mode))
+    return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a directory"));
   return absl::OkStatus();
 }
 

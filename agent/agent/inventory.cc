@@ -28,7 +28,7 @@ std::optional<std::string> FindField(const std::string& text, absl::string_view 
 // Which probed GPUs a CUDA_VISIBLE_DEVICES value exposes, in its order, with the token that
 // names each. Like CUDA, stops at the first entry that names no device.
 std::vector<std::pair<const v1::Device*, std::string>> VisibleGpus(const std::vector<v1::Device>& gpus,
-                                                                    const std::optional<std::string>& cvd) {
+                                                                   const std::optional<std::string>& cvd) {
   std::vector<std::pair<const v1::Device*, std::string>> out;
   if (!cvd.has_value()) {
     for (const v1::Device& g : gpus) out.emplace_back(&g, absl::StrCat(g.index()));
@@ -120,8 +120,8 @@ Inventory BuildInventory(GpuProbe* probe, const InventoryInputs& in) {
       inv.devices.push_back(std::move(d));
     }
     if (inv.devices.empty()) {
-      inv.no_gpu_reason = absl::StrCat("CUDA_VISIBLE_DEVICES='", in.cuda_visible_devices.value_or(""),
-                                       "' hides every GPU");
+      inv.no_gpu_reason =
+          absl::StrCat("CUDA_VISIBLE_DEVICES='", in.cuda_visible_devices.value_or(""), "' hides every GPU");
     }
   }
   if (inv.devices.empty()) {

@@ -36,7 +36,9 @@ JobRunner::~JobRunner() {
   Join();
 }
 
-void JobRunner::Start() { thread_ = std::thread([this] { Run(); }); }
+void JobRunner::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
 
 void JobRunner::Join() {
   if (thread_.joinable()) thread_.join();
@@ -73,7 +75,8 @@ void JobRunner::ReadChannel(int fd) {
         kLog.Error("run {}: {}", run_id(), std::string(more.status().message()));
         std::lock_guard<std::mutex> lock(mu_);
         if (stream_.problem.empty()) {
-          stream_.problem = absl::StrCat("the worker wrote an unreadable result record (", more.status().message(), ")");
+          stream_.problem =
+              absl::StrCat("the worker wrote an unreadable result record (", more.status().message(), ")");
         }
         continue;
       }
@@ -82,7 +85,8 @@ void JobRunner::ReadChannel(int fd) {
       kLog.Warn("run {}: result channel: {}", run_id(), std::string(more.status().message()));
       {
         std::lock_guard<std::mutex> lock(mu_);
-        stream_.problem = absl::StrCat("the last result record was cut short (", more.status().message(), ")");
+        stream_.problem =
+            absl::StrCat("the last result record was cut short (", more.status().message(), ")");
       }
       char sink[65536];
       for (;;) {
@@ -92,7 +96,7 @@ void JobRunner::ReadChannel(int fd) {
       }
       break;
     }
-    if (!*more) break;  // clean end of stream
+    if (!*more) break;           // clean end of stream
     if (spool_failed) continue;  // keep draining; nothing more can be kept
     if (absl::Status s = spool_->Append(message); !s.ok()) {
       kLog.Error("run {}: spool write failed, stopping the worker: {}", run_id(), std::string(s.message()));
@@ -133,7 +137,8 @@ void JobRunner::Run() {
   if (!launched.ok()) {
     kLog.Error("run {}: could not start the worker: {}", run_id(), std::string(launched.status().message()));
     // Not the workload's fault: INTERRUPTED lets the server requeue the job elsewhere.
-    Finish({v1::RUN_INTERRUPTED, absl::StrCat("could not start the worker: ", launched.status().message())}, 127);
+    Finish({v1::RUN_INTERRUPTED, absl::StrCat("could not start the worker: ", launched.status().message())},
+           127);
     return;
   }
   std::unique_ptr<WorkerProcess> worker = *std::move(launched);
@@ -142,7 +147,8 @@ void JobRunner::Run() {
   reader_ = std::thread([this, fd] { ReadChannel(fd); });
 
   const int64_t started = MonotonicNs();
-  const int64_t deadline = assignment_.timeout_s() > 0 ? started + assignment_.timeout_s() * 1'000'000'000LL : 0;
+  const int64_t deadline =
+      assignment_.timeout_s() > 0 ? started + assignment_.timeout_s() * 1'000'000'000LL : 0;
   bool kill_sent = false;
   std::optional<WorkerExit> exit;
   std::unique_lock<std::mutex> lock(mu_);
@@ -163,18 +169,22 @@ void JobRunner::Run() {
     }
     if (stop_ != StopReason::kNone && !term_sent_) {
       term_sent_ = true;
-      if (absl::Status s = worker->Signal(SIGTERM); !s.ok()) kLog.Warn("run {}: {}", run_id(), std::string(s.message()));
+      if (absl::Status s = worker->Signal(SIGTERM); !s.ok())
+        kLog.Warn("run {}: {}", run_id(), std::string(s.message()));
     }
     if (kill_at_ns_ != 0 && now >= kill_at_ns_ && !kill_sent) {
       kill_sent = true;
       kLog.Warn("run {}: worker did not stop after SIGTERM, sending SIGKILL", run_id());
-      if (absl::Status s = worker->Signal(SIGKILL); !s.ok()) kLog.Warn("run {}: {}", run_id(), std::string(s.message()));
+      if (absl::Status s = worker->Signal(SIGKILL); !s.ok())
+        kLog.Warn("run {}: {}", run_id(), std::string(s.message()));
     }
     cv_.wait_for(lock, std::chrono::milliseconds(options_.poll_ms));
   }
   // The worker is gone; its channel closes when every holder of the write end is gone too.
-  if (!cv_.wait_for(lock, std::chrono::milliseconds(options_.channel_close_ms), [this] { return channel_closed_; })) {
-    kLog.Warn("run {}: result channel still open after the worker exited; killing its process group", run_id());
+  if (!cv_.wait_for(lock, std::chrono::milliseconds(options_.channel_close_ms),
+                    [this] { return channel_closed_; })) {
+    kLog.Warn("run {}: result channel still open after the worker exited; killing its process group",
+              run_id());
     lock.unlock();
     (void)worker->Signal(SIGKILL);
     lock.lock();

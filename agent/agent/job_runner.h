@@ -86,7 +86,7 @@ class JobRunner {
   std::condition_variable cv_;
   StopReason stop_ = StopReason::kNone;
   std::string stop_detail_;
-  int64_t kill_at_ns_ = 0;   // 0 = no SIGKILL scheduled
+  int64_t kill_at_ns_ = 0;  // 0 = no SIGKILL scheduled
   bool term_sent_ = false;
   bool exited_ = false;  // the worker has been reaped: stops no longer change the verdict
   bool channel_closed_ = false;

@@ -149,7 +149,8 @@ class ProcessLauncher final : public WorkerLauncher {
     const pid_t pid = ::fork();
     if (pid < 0) {
       const int err = errno;
-      for (int fd : {in_fd, out_fd, err_fd, result_pipe[0], result_pipe[1], exec_pipe[0], exec_pipe[1]}) ::close(fd);
+      for (int fd : {in_fd, out_fd, err_fd, result_pipe[0], result_pipe[1], exec_pipe[0], exec_pipe[1]})
+        ::close(fd);
       return ErrnoStatus("fork", err);
     }
     if (pid == 0) {
@@ -183,7 +184,8 @@ class ProcessLauncher final : public WorkerLauncher {
     int child_errno = 0;
     size_t got = 0;
     while (got < sizeof child_errno) {
-      const ssize_t r = ::read(exec_pipe[0], reinterpret_cast<char*>(&child_errno) + got, sizeof child_errno - got);
+      const ssize_t r =
+          ::read(exec_pipe[0], reinterpret_cast<char*>(&child_errno) + got, sizeof child_errno - got);
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) break;
       got += static_cast<size_t>(r);
@@ -202,11 +204,12 @@ class ProcessLauncher final : public WorkerLauncher {
 
 }  // namespace
 
-LaunchSpec MakeWorkerLaunchSpec(const std::string& worker_path, const std::string& run_dir, const std::string& run_id,
-                                const OfferedDevice& device) {
+LaunchSpec MakeWorkerLaunchSpec(const std::string& worker_path, const std::string& run_dir,
+                                const std::string& run_id, const OfferedDevice& device) {
   LaunchSpec spec;
   spec.executable = worker_path;
-  spec.argv = {worker_path, "--job", absl::StrCat(run_dir, "/job.pb"), "--result-fd", absl::StrCat(kWorkerResultFd)};
+  spec.argv = {worker_path, "--job", absl::StrCat(run_dir, "/job.pb"), "--result-fd",
+               absl::StrCat(kWorkerResultFd)};
   spec.env["MEDPROF_RUN_ID"] = run_id;
   spec.env["MEDPROF_DEVICE_INDEX"] = absl::StrCat(device.device.index());
   if (device.device.kind() == "cuda") {

@@ -27,12 +27,12 @@ namespace medprof::agent {
 inline constexpr int kWorkerResultFd = 3;
 
 struct LaunchSpec {
-  std::string executable;                   // path to exec
-  std::vector<std::string> argv;            // argv[0] included
-  std::map<std::string, std::string> env;   // set on top of the agent's environment
-  std::string working_dir;                  // "" = the agent's
-  std::string stdout_path;                  // appended to; "" = /dev/null
-  std::string stderr_path;                  // appended to; "" = /dev/null
+  std::string executable;                  // path to exec
+  std::vector<std::string> argv;           // argv[0] included
+  std::map<std::string, std::string> env;  // set on top of the agent's environment
+  std::string working_dir;                 // "" = the agent's
+  std::string stdout_path;                 // appended to; "" = /dev/null
+  std::string stderr_path;                 // appended to; "" = /dev/null
 };
 
 // The invocation for one run:
@@ -41,8 +41,8 @@ struct LaunchSpec {
 //         CUDA_VISIBLE_DEVICES=<the device's token>, CUDA_DEVICE_ORDER=PCI_BUS_ID; for the CPU
 //         device CUDA_VISIBLE_DEVICES="" (the worker must not pick up a GPU the agent does not offer)
 //   cwd:  the run directory; stdout -> worker.stdout, stderr -> worker.stderr there.
-LaunchSpec MakeWorkerLaunchSpec(const std::string& worker_path, const std::string& run_dir, const std::string& run_id,
-                                const OfferedDevice& device);
+LaunchSpec MakeWorkerLaunchSpec(const std::string& worker_path, const std::string& run_dir,
+                                const std::string& run_id, const OfferedDevice& device);
 
 class WorkerProcess {
  public:

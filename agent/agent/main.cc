@@ -1,15 +1,14 @@
 // medprof-agent: wires the flags, the inventory, the work directory, the uplink and the
 // agent together, and turns SIGTERM/SIGINT into a graceful drain (a second one exits now).
+#include <google/protobuf/util/json_util.h>
 #include <pthread.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <thread>
-
-#include <CLI/CLI.hpp>
-#include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent/agent.h"
@@ -98,13 +97,15 @@ int main(int argc, char** argv) {
   }
   if (!inventory.HasGpu()) kLog.Info("no GPU ({}); offering the CPU", inventory.no_gpu_reason);
 
-  absl::StatusOr<int> max_jobs = ValidateMaxJobs(options.max_jobs, static_cast<int>(inventory.devices.size()));
+  absl::StatusOr<int> max_jobs =
+      ValidateMaxJobs(options.max_jobs, static_cast<int>(inventory.devices.size()));
   if (!max_jobs.ok()) return Fail(max_jobs.status());
   const std::string worker = options.worker_path.empty() ? DefaultWorkerPath() : options.worker_path;
   if (::access(worker.c_str(), X_OK) != 0) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat("--worker: ", worker,
-                                                        " is not an executable file (install medprof-worker next "
-                                                        "to medprof-agent or pass --worker PATH)")));
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("--worker: ", worker,
+                                                " is not an executable file (install medprof-worker next "
+                                                "to medprof-agent or pass --worker PATH)")));
   }
   absl::StatusOr<std::unique_ptr<WorkDir>> work_dir = WorkDir::Open(options.work_dir);
   if (!work_dir.ok()) return Fail(work_dir.status());
@@ -141,8 +142,8 @@ int main(int argc, char** argv) {
       Agent::Create(std::move(config), *std::move(work_dir), *std::move(uplink), MakeProcessLauncher());
   if (!agent.ok()) return Fail(agent.status());
 
-  kLog.Info("{} starting: name {}, server {} ({}), work dir {}, worker {}", AgentVersionLine(), *name, options.server,
-            options.tls_ca.empty() ? "plain text, loopback" : "TLS", work_path, worker);
+  kLog.Info("{} starting: name {}, server {} ({}), work dir {}, worker {}", AgentVersionLine(), *name,
+            options.server, options.tls_ca.empty() ? "plain text, loopback" : "TLS", work_path, worker);
   if (absl::Status s = (*agent)->Start(); !s.ok()) {
     kLog.Error("cannot start: {}", s.ToString());
     return 1;

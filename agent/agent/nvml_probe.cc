@@ -40,21 +40,20 @@ struct NvmlApi {
   nvmlReturn_t (*GetMemoryInfo)(nvmlDevice_t, nvmlMemory_t*);
   nvmlReturn_t (*GetDriverVersion)(char*, unsigned);
   nvmlReturn_t (*GetCudaDriverVersion)(int*);
-  nvmlReturn_t (*GetMigMode)(nvmlDevice_t, unsigned*, unsigned*);  // optional
-  nvmlReturn_t (*GetEccMode)(nvmlDevice_t, int*, int*);            // optional
+  nvmlReturn_t (*GetMigMode)(nvmlDevice_t, unsigned*, unsigned*);      // optional
+  nvmlReturn_t (*GetEccMode)(nvmlDevice_t, int*, int*);                // optional
   nvmlReturn_t (*GetAttributes)(nvmlDevice_t, NvmlAttributesPrefix*);  // optional
 };
 
 // The one checked-call macro for NVML: returns a Status naming the call and NVML's error text.
-#define NVML_CALL(api, call)                                                                   \
-  do {                                                                                         \
-    const nvmlReturn_t nvml_rc_ = (api).call;                                                  \
-    if (nvml_rc_ != kNvmlSuccess) {                                                            \
-      return absl::UnavailableError(absl::StrCat("NVML ", #call, " failed: ",                  \
-                                                 (api).ErrorString ? (api).ErrorString(nvml_rc_) \
-                                                                   : "unknown error",          \
-                                                 " (", nvml_rc_, ")"));                        \
-    }                                                                                          \
+#define NVML_CALL(api, call)                                                                              \
+  do {                                                                                                    \
+    const nvmlReturn_t nvml_rc_ = (api).call;                                                             \
+    if (nvml_rc_ != kNvmlSuccess) {                                                                       \
+      return absl::UnavailableError(absl::StrCat(                                                         \
+          "NVML ", #call, " failed: ", (api).ErrorString ? (api).ErrorString(nvml_rc_) : "unknown error", \
+          " (", nvml_rc_, ")"));                                                                          \
+    }                                                                                                     \
   } while (false)
 
 class NvmlProbe final : public GpuProbe {
@@ -87,19 +86,19 @@ class NvmlProbe final : public GpuProbe {
   }
 
   static absl::Status Resolve(void* h, NvmlApi* a) {
-    for (absl::Status s : {Sym(h, "nvmlInit_v2", &a->Init, true), Sym(h, "nvmlShutdown", &a->Shutdown, true),
-                           Sym(h, "nvmlErrorString", &a->ErrorString, true),
-                           Sym(h, "nvmlDeviceGetCount_v2", &a->GetCount, true),
-                           Sym(h, "nvmlDeviceGetHandleByIndex_v2", &a->GetHandleByIndex, true),
-                           Sym(h, "nvmlDeviceGetName", &a->GetName, true),
-                           Sym(h, "nvmlDeviceGetUUID", &a->GetUuid, true),
-                           Sym(h, "nvmlDeviceGetCudaComputeCapability", &a->GetComputeCapability, true),
-                           Sym(h, "nvmlDeviceGetMemoryInfo", &a->GetMemoryInfo, true),
-                           Sym(h, "nvmlSystemGetDriverVersion", &a->GetDriverVersion, true),
-                           Sym(h, "nvmlSystemGetCudaDriverVersion_v2", &a->GetCudaDriverVersion, true),
-                           Sym(h, "nvmlDeviceGetMigMode", &a->GetMigMode, false),
-                           Sym(h, "nvmlDeviceGetEccMode", &a->GetEccMode, false),
-                           Sym(h, "nvmlDeviceGetAttributes_v2", &a->GetAttributes, false)}) {
+    for (absl::Status s :
+         {Sym(h, "nvmlInit_v2", &a->Init, true), Sym(h, "nvmlShutdown", &a->Shutdown, true),
+          Sym(h, "nvmlErrorString", &a->ErrorString, true),
+          Sym(h, "nvmlDeviceGetCount_v2", &a->GetCount, true),
+          Sym(h, "nvmlDeviceGetHandleByIndex_v2", &a->GetHandleByIndex, true),
+          Sym(h, "nvmlDeviceGetName", &a->GetName, true), Sym(h, "nvmlDeviceGetUUID", &a->GetUuid, true),
+          Sym(h, "nvmlDeviceGetCudaComputeCapability", &a->GetComputeCapability, true),
+          Sym(h, "nvmlDeviceGetMemoryInfo", &a->GetMemoryInfo, true),
+          Sym(h, "nvmlSystemGetDriverVersion", &a->GetDriverVersion, true),
+          Sym(h, "nvmlSystemGetCudaDriverVersion_v2", &a->GetCudaDriverVersion, true),
+          Sym(h, "nvmlDeviceGetMigMode", &a->GetMigMode, false),
+          Sym(h, "nvmlDeviceGetEccMode", &a->GetEccMode, false),
+          Sym(h, "nvmlDeviceGetAttributes_v2", &a->GetAttributes, false)}) {
       if (!s.ok()) return s;
     }
     return absl::OkStatus();
@@ -151,7 +150,8 @@ class NvmlProbe final : public GpuProbe {
       if (api.GetAttributes != nullptr) {
         // Supported for MIG device handles; full GPUs usually answer NOT_SUPPORTED (sm_count 0).
         NvmlAttributesPrefix attr{};
-        if (api.GetAttributes(dev, &attr) == kNvmlSuccess) d.set_sm_count(static_cast<int>(attr.multiprocessor_count));
+        if (api.GetAttributes(dev, &attr) == kNvmlSuccess)
+          d.set_sm_count(static_cast<int>(attr.multiprocessor_count));
       }
       devices.push_back(std::move(d));
     }

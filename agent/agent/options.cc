@@ -3,9 +3,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
-#include <cstdlib>
-
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -16,7 +15,9 @@
 namespace medprof::agent {
 namespace {
 
-bool IsNameChar(char c) { return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-'; }
+bool IsNameChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+}
 
 bool AllNameChars(const std::string& s) {
   for (char c : s) {
@@ -37,19 +38,22 @@ EnvLookup ProcessEnv() {
 
 void AddFlags(CLI::App* app, AgentOptions* o) {
   app->add_option("--server", o->server, "Server address HOST:PORT (or $MEDPROF_SERVER)");
-  app->add_option("--work-dir", o->work_dir, "Directory for the spool, lock and agent name (created if absent)");
+  app->add_option("--work-dir", o->work_dir,
+                  "Directory for the spool, lock and agent name (created if absent)");
   app->add_option("--name", o->name,
                   "Agent name, 1..128 of [A-Za-z0-9._-] (default: stored in <work-dir>/agent-name, "
                   "first made from the host name and a hash of the work dir)");
   app->add_option("--worker", o->worker_path, "medprof-worker executable (default: next to medprof-agent)");
-  app->add_option("--label", o->labels, "Extra label key=value (repeat the flag for more); overrides automatic labels")
+  app->add_option("--label", o->labels,
+                  "Extra label key=value (repeat the flag for more); overrides automatic labels")
       ->allow_extra_args(false);
   app->add_option("--site", o->site, "Site label (default $MEDPROF_SITE)");
   app->add_option("--max-jobs", o->max_jobs, "Jobs at once, 1..number of devices (default: one per device)");
   app->add_option("--drain-timeout-s", o->drain_timeout_s,
                   "Seconds to stop workers and flush uploads after SIGTERM, 1..3600")
       ->capture_default_str();
-  app->add_option("--tls-ca", o->tls_ca, "PEM CA bundle that signed the server certificate (required off loopback)");
+  app->add_option("--tls-ca", o->tls_ca,
+                  "PEM CA bundle that signed the server certificate (required off loopback)");
   app->add_option("--token-file", o->token_file, "File holding the agent's bearer token (or $MEDPROF_TOKEN)");
   app->add_option("--log-level", o->log_level, "debug|info|warn|error|off")->capture_default_str();
   app->add_flag("--print-inventory", o->print_inventory, "Print devices and labels, then exit");
@@ -77,7 +81,8 @@ bool IsLoopbackHost(const std::string& host) {
 }
 
 absl::StatusOr<ServerAddress> ParseServerAddress(const std::string& text, const std::string& field) {
-  const std::string usage = " (expected HOST:PORT, e.g. medprof.example.org:443 or 127.0.0.1:50051; IPv6 as [::1]:50051)";
+  const std::string usage =
+      " (expected HOST:PORT, e.g. medprof.example.org:443 or 127.0.0.1:50051; IPv6 as [::1]:50051)";
   if (text.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": empty", usage));
   ServerAddress out;
   std::string port_text;
@@ -100,9 +105,11 @@ absl::StatusOr<ServerAddress> ParseServerAddress(const std::string& text, const 
     return absl::InvalidArgumentError(absl::StrCat(field, ": '", text, "' has no host", usage));
   }
   for (char c : out.host) {
-    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '_')) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": host '", out.host, "' contains '", std::string(1, c),
-                                                     "' (allowed: letters, digits, '.', '-', '_', and ':' in IPv6)"));
+    if (!(absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' ||
+          c == '_')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": host '", out.host, "' contains '", std::string(1, c),
+                       "' (allowed: letters, digits, '.', '-', '_', and ':' in IPv6)"));
     }
   }
   int port = 0;
@@ -165,8 +172,8 @@ absl::Status ValidateOptions(AgentOptions* o, const EnvLookup& env) {
         absl::StrCat("--drain-timeout-s: ", o->drain_timeout_s, " is out of range (allowed 1..3600)"));
   }
   if (o->max_jobs < 0 || o->max_jobs > 64) {
-    return absl::InvalidArgumentError(absl::StrCat("--max-jobs: ", o->max_jobs,
-                                                   " is out of range (allowed 1..number of devices; 0 = one per device)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max-jobs: ", o->max_jobs, " is out of range (allowed 1..number of devices; 0 = one per device)"));
   }
   if (!o->name.empty()) {
     if (absl::Status s = ValidateAgentName(o->name); !s.ok()) return s;
@@ -177,8 +184,8 @@ absl::Status ValidateOptions(AgentOptions* o, const EnvLookup& env) {
   }
   if (!o->site.empty()) {
     if (auto s = ParseLabels({absl::StrCat("site=", o->site)}); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--site: '", o->site, "' is not allowed (<= 256 characters, no comma or control character)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--site: '", o->site, "' is not allowed (<= 256 characters, no comma or control character)"));
     }
   }
   if (o->print_inventory) return absl::OkStatus();  // no server needed
@@ -187,7 +194,8 @@ absl::Status ValidateOptions(AgentOptions* o, const EnvLookup& env) {
     if (auto s = env("MEDPROF_SERVER"); s.has_value()) o->server = *s;
   }
   if (o->server.empty()) {
-    return absl::InvalidArgumentError("--server: required (HOST:PORT of medprof-server, or set $MEDPROF_SERVER)");
+    return absl::InvalidArgumentError(
+        "--server: required (HOST:PORT of medprof-server, or set $MEDPROF_SERVER)");
   }
   auto address = ParseServerAddress(o->server);
   if (!address.ok()) return address.status();
@@ -213,7 +221,8 @@ absl::StatusOr<int> ValidateMaxJobs(int max_jobs, int device_count) {
   if (max_jobs == 0) return device_count;
   if (max_jobs < 1 || max_jobs > device_count) {
     return absl::InvalidArgumentError(absl::StrCat("--max-jobs: ", max_jobs, " is out of range (allowed 1..",
-                                                   device_count, ", the number of devices this agent offers)"));
+                                                   device_count,
+                                                   ", the number of devices this agent offers)"));
   }
   return max_jobs;
 }
@@ -222,9 +231,11 @@ absl::StatusOr<std::string> LoadToken(const AgentOptions& options, const EnvLook
   std::string token;
   if (!options.token_file.empty()) {
     auto text = ReadFile(options.token_file);
-    if (!text.ok()) return absl::InvalidArgumentError(absl::StrCat("--token-file: ", text.status().message()));
+    if (!text.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", text.status().message()));
     token = text->substr(0, text->find('\n'));
-    if (token.empty()) return absl::InvalidArgumentError(absl::StrCat("--token-file: ", options.token_file, " is empty"));
+    if (token.empty())
+      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", options.token_file, " is empty"));
   } else if (auto t = env("MEDPROF_TOKEN"); t.has_value()) {
     token = *t;
   }

@@ -70,7 +70,8 @@ struct ServerAddress {
   std::string Target() const;
 };
 // Parses HOST:PORT or [V6]:PORT; port 1..65535. `field` names the flag in messages.
-absl::StatusOr<ServerAddress> ParseServerAddress(const std::string& text, const std::string& field = "--server");
+absl::StatusOr<ServerAddress> ParseServerAddress(const std::string& text,
+                                                 const std::string& field = "--server");
 // True for localhost, 127.0.0.0/8 and ::1.
 bool IsLoopbackHost(const std::string& host);
 

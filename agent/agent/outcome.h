@@ -52,7 +52,8 @@ struct Verdict {
 };
 
 // `stop_detail`: for kTimeout the limit in seconds as text ("60"); for kSpoolError the cause.
-Verdict Classify(const WorkerExit& exit, const StreamFacts& stream, StopReason stop, const std::string& stop_detail);
+Verdict Classify(const WorkerExit& exit, const StreamFacts& stream, StopReason stop,
+                 const std::string& stop_detail);
 
 // "SIGSEGV", "SIGKILL", ... ("signal N" for ones without a name here).
 std::string SignalName(int sig);

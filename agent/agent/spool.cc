@@ -79,14 +79,16 @@ RunSpool::~RunSpool() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-absl::StatusOr<std::unique_ptr<RunSpool>> RunSpool::Create(const std::string& dir, const v1::Assignment& assignment) {
+absl::StatusOr<std::unique_ptr<RunSpool>> RunSpool::Create(const std::string& dir,
+                                                           const v1::Assignment& assignment) {
   const std::string run_id = Basename(dir);
   if (absl::Status s = ValidateRunId(run_id); !s.ok()) return s;
   if (run_id != assignment.run_id()) {
     return absl::InvalidArgumentError(
         absl::StrCat("spool directory ", dir, " does not match run_id '", assignment.run_id(), "'"));
   }
-  if (PathExists(dir)) return absl::AlreadyExistsError(absl::StrCat("spool directory ", dir, " already exists"));
+  if (PathExists(dir))
+    return absl::AlreadyExistsError(absl::StrCat("spool directory ", dir, " already exists"));
   if (absl::Status s = MakeDirs(dir); !s.ok()) return s;
   if (absl::Status s = WriteMessage(absl::StrCat(dir, "/", kAssignment), assignment); !s.ok()) return s;
   if (absl::Status s = WriteMessage(absl::StrCat(dir, "/", kJob), assignment.config()); !s.ok()) return s;
@@ -140,8 +142,8 @@ absl::Status RunSpool::Scan() {
   }
   end_ = pos;
   if (!problem.empty()) {
-    repair_note_ = absl::StrCat("dropped ", problem, " at byte ", end_, " of ", results, " (", data->size() - end_,
-                                " bytes after ", offsets_.size(), " complete records)");
+    repair_note_ = absl::StrCat("dropped ", problem, " at byte ", end_, " of ", results, " (",
+                                data->size() - end_, " bytes after ", offsets_.size(), " complete records)");
     if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0 || ::fsync(fd_) != 0) {
       return ErrnoStatus(absl::StrCat("truncating ", results, " to its complete records"), errno);
     }
@@ -150,7 +152,8 @@ absl::Status RunSpool::Scan() {
   const std::string acked_path = absl::StrCat(dir_, "/", kAcked);
   if (auto text = ReadFile(acked_path); text.ok()) {
     uint64_t acked = 0;
-    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &acked)) acked_ = std::min<uint64_t>(acked, offsets_.size());
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &acked))
+      acked_ = std::min<uint64_t>(acked, offsets_.size());
   } else if (!absl::IsNotFound(text.status())) {
     return text.status();
   }
@@ -185,8 +188,8 @@ absl::Status RunSpool::Append(const v1::WorkerMessage& message) {
   if (err != 0) {
     // Cut a partial record off again, so the file holds complete records only.
     if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) {
-      broken_ = ErrnoStatus(absl::StrCat("appending result ", chunk.seq(), " to ", path, " (", std::strerror(err),
-                                         ") and then truncating it back"),
+      broken_ = ErrnoStatus(absl::StrCat("appending result ", chunk.seq(), " to ", path, " (",
+                                         std::strerror(err), ") and then truncating it back"),
                             errno);
       return broken_;
     }
@@ -219,7 +222,8 @@ absl::StatusOr<std::vector<v1::ResultChunk>> RunSpool::ReadChunks(uint64_t from_
     std::string record(end - begin, '\0');
     size_t got = 0;
     while (got < record.size()) {
-      const ssize_t r = ::pread(fd_, record.data() + got, record.size() - got, static_cast<off_t>(begin + got));
+      const ssize_t r =
+          ::pread(fd_, record.data() + got, record.size() - got, static_cast<off_t>(begin + got));
       if (r < 0) {
         if (errno == EINTR) continue;
         return ErrnoStatus(absl::StrCat("reading ", path), errno);
@@ -256,7 +260,8 @@ absl::Status RunSpool::SetAcked(uint64_t seq) {
                                               " exceeds the ", offsets_.size(), " chunks in the spool"));
   }
   if (seq == acked_) return absl::OkStatus();
-  if (absl::Status s = WriteFileDurably(absl::StrCat(dir_, "/", kAcked), absl::StrCat(seq, "\n")); !s.ok()) return s;
+  if (absl::Status s = WriteFileDurably(absl::StrCat(dir_, "/", kAcked), absl::StrCat(seq, "\n")); !s.ok())
+    return s;
   acked_ = seq;
   return absl::OkStatus();
 }

@@ -35,7 +35,8 @@ absl::Status ValidateRunId(const std::string& run_id);
 class RunSpool {
  public:
   // Creates <dir> (which must not exist) and writes assignment.pb and job.pb durably.
-  static absl::StatusOr<std::unique_ptr<RunSpool>> Create(const std::string& dir, const v1::Assignment& assignment);
+  static absl::StatusOr<std::unique_ptr<RunSpool>> Create(const std::string& dir,
+                                                          const v1::Assignment& assignment);
   // Opens an existing run directory; the run id is the directory's name.
   static absl::StatusOr<std::unique_ptr<RunSpool>> Open(const std::string& dir);
   ~RunSpool();
@@ -57,7 +58,7 @@ class RunSpool {
   // Chunks from_seq.. (at most max_chunks, and no more than max_bytes unless the first
   // alone is larger), as stored.
   absl::StatusOr<std::vector<v1::ResultChunk>> ReadChunks(uint64_t from_seq, size_t max_chunks,
-                                                         size_t max_bytes) const;
+                                                          size_t max_bytes) const;
 
   uint64_t last_seq() const;
   uint64_t acked_seq() const;

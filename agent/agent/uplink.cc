@@ -1,9 +1,9 @@
 #include "agent/agent/uplink.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <chrono>
 #include <mutex>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "medprof/v1/service.grpc.pb.h"
@@ -13,7 +13,8 @@ namespace {
 
 absl::Status FromGrpc(const grpc::Status& s, const char* method) {
   if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), absl::StrCat(method, ": ", s.error_message()));
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(method, ": ", s.error_message()));
 }
 
 }  // namespace

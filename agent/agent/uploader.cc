@@ -24,8 +24,8 @@ bool MeansRunInactive(const absl::Status& s) {
 }  // namespace
 
 bool IsTransportError(const absl::Status& s) {
-  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsCancelled(s) || absl::IsAborted(s) ||
-         absl::IsUnknown(s);
+  return absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) || absl::IsCancelled(s) ||
+         absl::IsAborted(s) || absl::IsUnknown(s);
 }
 
 Uploader::Uploader(Uplink* uplink, UploaderOptions options, UploaderHooks hooks)
@@ -33,7 +33,9 @@ Uploader::Uploader(Uplink* uplink, UploaderOptions options, UploaderHooks hooks)
 
 Uploader::~Uploader() { Stop(); }
 
-void Uploader::Start() { thread_ = std::thread([this] { Loop(); }); }
+void Uploader::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 void Uploader::Stop() {
   {
@@ -143,7 +145,8 @@ absl::Status Uploader::Process(Entry& entry, const std::string& agent_id, bool* 
   std::optional<v1::FinishRunRequest> outcome = spool.outcome();
   if (entry.rejected) {
     if (!outcome.has_value()) return absl::OkStatus();  // its worker is still stopping
-    if (absl::Status s = spool.Remove(); !s.ok()) kLog.Error("run {}: removing its spool: {}", spool.run_id(), std::string(s.message()));
+    if (absl::Status s = spool.Remove(); !s.ok())
+      kLog.Error("run {}: removing its spool: {}", spool.run_id(), std::string(s.message()));
     *done = true;
     return absl::OkStatus();
   }
@@ -197,7 +200,8 @@ absl::Status Uploader::UploadPending(Entry& entry, const std::string& agent_id) 
     const auto it = ack->committed_through_seq().find(run_id);
     uint64_t committed = it == ack->committed_through_seq().end() ? 0 : it->second;
     if (committed > spool.last_seq()) {
-      kLog.Warn("run {}: the server acknowledged seq {} but the spool holds {}", run_id, committed, spool.last_seq());
+      kLog.Warn("run {}: the server acknowledged seq {} but the spool holds {}", run_id, committed,
+                spool.last_seq());
       committed = spool.last_seq();
     }
     MEDPROF_RETURN_IF_ERROR(spool.SetAcked(committed));
@@ -225,7 +229,8 @@ absl::Status Uploader::Finish(Entry& entry, const std::string& agent_id, bool* d
   if (!entry.refused_reason.empty()) {
     const std::string original = request.error();
     request.set_state(v1::RUN_FAILED);
-    request.set_error(original.empty() ? entry.refused_reason : absl::StrCat(entry.refused_reason, "; ", original));
+    request.set_error(original.empty() ? entry.refused_reason
+                                       : absl::StrCat(entry.refused_reason, "; ", original));
     request.set_last_seq(spool.acked_seq());
   } else if (spool.acked_seq() < spool.last_seq()) {
     return absl::OkStatus();  // not everything is acknowledged yet
@@ -236,7 +241,8 @@ absl::Status Uploader::Finish(Entry& entry, const std::string& agent_id, bool* d
     kLog.Info("run {}: finished on the server as {} ({} results){}{}; job is now {}", run_id,
               v1::RunState_Name(request.state()), request.last_seq(), request.error().empty() ? "" : ": ",
               request.error(), v1::JobState_Name(response->job_state()));
-    if (absl::Status s = spool.Remove(); !s.ok()) kLog.Error("run {}: removing its spool: {}", run_id, std::string(s.message()));
+    if (absl::Status s = spool.Remove(); !s.ok())
+      kLog.Error("run {}: removing its spool: {}", run_id, std::string(s.message()));
     *done = true;
     return absl::OkStatus();
   }
@@ -245,7 +251,8 @@ absl::Status Uploader::Finish(Entry& entry, const std::string& agent_id, bool* d
     if (++entry.finish_refusals > options_.max_finish_refusals || spool.last_seq() == 0 ||
         !entry.refused_reason.empty()) {
       Reject(entry, std::string(s.message()));
-      if (absl::Status r = spool.Remove(); !r.ok()) kLog.Error("run {}: removing its spool: {}", run_id, std::string(r.message()));
+      if (absl::Status r = spool.Remove(); !r.ok())
+        kLog.Error("run {}: removing its spool: {}", run_id, std::string(r.message()));
       *done = true;
       return absl::OkStatus();
     }
@@ -265,7 +272,8 @@ void Uploader::Reject(Entry& entry, const std::string& reason) {
     std::lock_guard<std::mutex> lock(mu_);
     entry.rejected = true;
   }
-  kLog.Warn("run {}: the server no longer takes this run ({}); dropping its spool", entry.spool->run_id(), reason);
+  kLog.Warn("run {}: the server no longer takes this run ({}); dropping its spool", entry.spool->run_id(),
+            reason);
   if (hooks_.on_run_rejected) hooks_.on_run_rejected(entry.spool->run_id(), reason);
 }
 

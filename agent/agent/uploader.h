@@ -91,12 +91,12 @@ class Uploader {
     std::shared_ptr<RunSpool> spool;
     Backoff backoff;
     int64_t next_attempt_ns = 0;
-    bool throttled = false;        // next_attempt_ns paces a live run (not a retry backoff)
+    bool throttled = false;  // next_attempt_ns paces a live run (not a retry backoff)
     int64_t last_upload_ns = 0;
-    uint64_t resend_from = 0;      // 0: from acked+1
+    uint64_t resend_from = 0;  // 0: from acked+1
     int finish_refusals = 0;
-    bool rejected = false;         // drop once the worker is done
-    std::string refused_reason;    // the server refuses a chunk: finish FAILED with this
+    bool rejected = false;       // drop once the worker is done
+    std::string refused_reason;  // the server refuses a chunk: finish FAILED with this
   };
 
   void Loop();

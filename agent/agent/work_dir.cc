@@ -21,7 +21,8 @@ absl::StatusOr<std::unique_ptr<WorkDir>> WorkDir::Open(const std::string& path) 
   if (path.empty()) return absl::InvalidArgumentError("--work-dir: empty path");
   if (absl::Status s = MakeDirs(path + "/spool"); !s.ok()) return Annotate(s, "--work-dir");
   char resolved[PATH_MAX];
-  if (::realpath(path.c_str(), resolved) == nullptr) return ErrnoStatus(absl::StrCat("resolving ", path), errno);
+  if (::realpath(path.c_str(), resolved) == nullptr)
+    return ErrnoStatus(absl::StrCat("resolving ", path), errno);
   const std::string abs = resolved;
   const std::string lock_path = abs + "/agent.lock";
   const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -35,13 +36,15 @@ absl::StatusOr<std::unique_ptr<WorkDir>> WorkDir::Open(const std::string& path) 
     }
     ::close(fd);
     if (err == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrCat("work dir ", abs, " is in use by another medprof-agent (",
-                                                        holder, "); give each agent its own --work-dir"));
+      return absl::FailedPreconditionError(absl::StrCat("work dir ", abs,
+                                                        " is in use by another medprof-agent (", holder,
+                                                        "); give each agent its own --work-dir"));
     }
     return ErrnoStatus(absl::StrCat("locking ", lock_path), err);
   }
   const std::string pid = absl::StrCat(::getpid(), "\n");
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     const int err = errno;
     ::close(fd);
     return ErrnoStatus(absl::StrCat("writing ", lock_path), err);

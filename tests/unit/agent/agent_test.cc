@@ -82,8 +82,8 @@ struct FakeBehavior {
   bool hold = false;
   std::vector<v1::WorkerMessage> on_release;
   std::vector<v1::WorkerMessage> on_term;
-  bool ignore_term = false;                             // only SIGKILL ends a held worker
-  WorkerExit exit;                                      // after release, or when not holding
+  bool ignore_term = false;                                   // only SIGKILL ends a held worker
+  WorkerExit exit;                                            // after release, or when not holding
   WorkerExit term_exit{.signaled = true, .signal = SIGTERM};  // after SIGTERM
 };
 
@@ -150,7 +150,8 @@ class FakeLauncher {
     const std::string run_id = spec.env.at("MEDPROF_RUN_ID");
     ++live_;
     max_live_ = std::max(max_live_, live_);
-    auto p = std::make_unique<FakeProcess>(this, run_id, behavior(spec), 10'000 + static_cast<int>(specs_.size()));
+    auto p =
+        std::make_unique<FakeProcess>(this, run_id, behavior(spec), 10'000 + static_cast<int>(specs_.size()));
     processes_[run_id] = p.get();
     return std::unique_ptr<WorkerProcess>(std::move(p));
   }
@@ -199,7 +200,9 @@ class FakeLauncher {
 class ForwardingLauncher : public WorkerLauncher {
  public:
   explicit ForwardingLauncher(FakeLauncher* fake) : fake_(fake) {}
-  absl::StatusOr<std::unique_ptr<WorkerProcess>> Launch(const LaunchSpec& spec) override { return fake_->Launch(spec); }
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> Launch(const LaunchSpec& spec) override {
+    return fake_->Launch(spec);
+  }
 
  private:
   FakeLauncher* fake_;
@@ -259,7 +262,7 @@ struct ServerState {
   std::set<std::string> known_agents;
   bool refuse_register = false;
   bool register_unavailable = false;  // Register and AcquireJob answer UNAVAILABLE
-  std::deque<v1::Assignment> queue;  // device_index < -1: the first free device
+  std::deque<v1::Assignment> queue;   // device_index < -1: the first free device
   std::vector<v1::AcquireJobRequest> acquires;
   std::vector<v1::HeartbeatRequest> heartbeats;
   std::set<std::string> cancel;
@@ -283,7 +286,8 @@ class FakeAgentService final : public v1::AgentService::Service {
  public:
   explicit FakeAgentService(ServerState* s) : s_(s) {}
 
-  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* r, v1::RegisterResponse* out) override {
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest* r,
+                        v1::RegisterResponse* out) override {
     std::lock_guard<std::mutex> lock(s_->mu);
     s_->registers.push_back(*r);
     if (s_->register_unavailable) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
@@ -301,10 +305,12 @@ class FakeAgentService final : public v1::AgentService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* r, v1::HeartbeatResponse* out) override {
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* r,
+                         v1::HeartbeatResponse* out) override {
     std::lock_guard<std::mutex> lock(s_->mu);
     if (s_->known_agents.count(r->agent_id()) == 0) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, "agent_id: no agent '" + r->agent_id() + "' is registered");
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "agent_id: no agent '" + r->agent_id() + "' is registered");
     }
     s_->heartbeats.push_back(*r);
     for (const std::string& id : r->running_run_ids()) {
@@ -313,10 +319,12 @@ class FakeAgentService final : public v1::AgentService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status AcquireJob(grpc::ServerContext* ctx, const v1::AcquireJobRequest* r, v1::AcquireJobResponse* out) override {
+  grpc::Status AcquireJob(grpc::ServerContext* ctx, const v1::AcquireJobRequest* r,
+                          v1::AcquireJobResponse* out) override {
     std::unique_lock<std::mutex> lock(s_->mu);
     if (s_->known_agents.count(r->agent_id()) == 0) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, "agent_id: no agent '" + r->agent_id() + "' is registered");
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          "agent_id: no agent '" + r->agent_id() + "' is registered");
     }
     if (s_->register_unavailable) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
     s_->acquires.push_back(*r);
@@ -324,7 +332,8 @@ class FakeAgentService final : public v1::AgentService::Service {
     while (s_->queue.empty() && std::chrono::steady_clock::now() < deadline && !ctx->IsCancelled()) {
       s_->cv.wait_for(lock, 10ms);
     }
-    if (s_->queue.empty() || ctx->IsCancelled() || r->free_device_indexes_size() == 0) return grpc::Status::OK;
+    if (s_->queue.empty() || ctx->IsCancelled() || r->free_device_indexes_size() == 0)
+      return grpc::Status::OK;
     v1::Assignment a = s_->queue.front();
     s_->queue.pop_front();
     if (a.device_index() < -1) a.set_device_index(r->free_device_indexes(0));
@@ -332,15 +341,17 @@ class FakeAgentService final : public v1::AgentService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status UploadResults(grpc::ServerContext*, grpc::ServerReader<v1::ResultChunk>* reader, v1::UploadAck* ack) override {
+  grpc::Status UploadResults(grpc::ServerContext*, grpc::ServerReader<v1::ResultChunk>* reader,
+                             v1::UploadAck* ack) override {
     v1::ResultChunk c;
     std::set<std::string> runs;
     std::lock_guard<std::mutex> lock(s_->mu);
     std::map<std::string, uint64_t> lied;
     while (reader->Read(&c)) {
       if (s_->inactive.count(c.run_id())) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                            "run " + c.run_id() + " is lost: results are accepted only while the run is running");
+        return grpc::Status(
+            grpc::StatusCode::FAILED_PRECONDITION,
+            "run " + c.run_id() + " is lost: results are accepted only while the run is running");
       }
       if (c.agent_id().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "agent_id: required");
       runs.insert(c.run_id());
@@ -356,7 +367,8 @@ class FakeAgentService final : public v1::AgentService::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status FinishRun(grpc::ServerContext*, const v1::FinishRunRequest* r, v1::FinishRunResponse* out) override {
+  grpc::Status FinishRun(grpc::ServerContext*, const v1::FinishRunRequest* r,
+                         v1::FinishRunResponse* out) override {
     std::lock_guard<std::mutex> lock(s_->mu);
     if (s_->inactive.count(r->run_id())) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "run " + r->run_id() + " is lost");
@@ -548,7 +560,8 @@ TEST_F(AgentTest, TwoGpusRunTwoJobsAtOnceEachPinnedToItsOwnDevice) {
   ASSERT_TRUE(Eventually([&] {
     std::lock_guard<std::mutex> lock(state_.mu);
     for (const auto& hb : state_.heartbeats) {
-      if (hb.running_run_ids_size() == 2 && hb.progress_size() == 2 && hb.progress(0).progress().step() == 1) return true;
+      if (hb.running_run_ids_size() == 2 && hb.progress_size() == 2 && hb.progress(0).progress().step() == 1)
+        return true;
     }
     return false;
   }));
@@ -587,7 +600,8 @@ TEST_F(AgentTest, TwoGpusRunTwoJobsAtOnceEachPinnedToItsOwnDevice) {
   ASSERT_EQ(reg.devices_size(), 2);
   EXPECT_EQ(reg.devices(1).uuid(), "GPU-1");
   EXPECT_EQ(reg.labels().at("site"), "test");
-  for (const auto& a : state_.acquires) EXPECT_GT(a.free_device_indexes_size(), 0) << "acquired with no free device";
+  for (const auto& a : state_.acquires)
+    EXPECT_GT(a.free_device_indexes_size(), 0) << "acquired with no free device";
 }
 
 TEST_F(AgentTest, MaxJobsLimitsConcurrencyBelowTheDeviceCount) {
@@ -747,12 +761,16 @@ TEST_F(AgentTest, HeartbeatsFollowTheServersIntervalFromTheFirstRegistration) {
   Queue(Job("h1"));
   agent_ = MakeAgent(/*gpus=*/1);
   ASSERT_TRUE(agent_->Start().ok());
-  ASSERT_TRUE(Eventually([&] {
-    std::lock_guard<std::mutex> lock(state_.mu);
-    int with_run = 0;
-    for (const auto& hb : state_.heartbeats) with_run += hb.running_run_ids_size() == 1 && hb.running_run_ids(0) == "h1";
-    return with_run >= 3;
-  }, 2s)) << "heartbeats every 50 ms (the server's interval) carry the running run";
+  ASSERT_TRUE(Eventually(
+      [&] {
+        std::lock_guard<std::mutex> lock(state_.mu);
+        int with_run = 0;
+        for (const auto& hb : state_.heartbeats)
+          with_run += hb.running_run_ids_size() == 1 && hb.running_run_ids(0) == "h1";
+        return with_run >= 3;
+      },
+      2s))
+      << "heartbeats every 50 ms (the server's interval) carry the running run";
   ASSERT_TRUE(launcher_.Release("h1"));
   ASSERT_TRUE(Eventually([&] { return Finished("h1"); }));
 }
@@ -766,7 +784,8 @@ TEST_F(AgentTest, HeartbeatsKeepRunningJobsLeasedWhileTheAgentRegistersAgain) {
   auto heartbeats_with_l1 = [&] {
     std::lock_guard<std::mutex> lock(state_.mu);
     int n = 0;
-    for (const auto& hb : state_.heartbeats) n += hb.running_run_ids_size() == 1 && hb.running_run_ids(0) == "l1";
+    for (const auto& hb : state_.heartbeats)
+      n += hb.running_run_ids_size() == 1 && hb.running_run_ids(0) == "l1";
     return n;
   };
   {
@@ -779,7 +798,8 @@ TEST_F(AgentTest, HeartbeatsKeepRunningJobsLeasedWhileTheAgentRegistersAgain) {
   }));
   const int before = heartbeats_with_l1();
   std::this_thread::sleep_for(400ms);
-  EXPECT_GE(heartbeats_with_l1() - before, 3) << "no heartbeats while registering again: the lease would lapse";
+  EXPECT_GE(heartbeats_with_l1() - before, 3)
+      << "no heartbeats while registering again: the lease would lapse";
   {
     std::lock_guard<std::mutex> lock(state_.mu);
     state_.register_unavailable = false;
@@ -816,7 +836,7 @@ TEST_F(AgentTest, SurvivesAServerRestartMidRunWithoutLosingOrRepeatingResults) {
   ASSERT_TRUE(agent_->Start().ok());
   ASSERT_TRUE(Eventually([&] { return StoredSeqs("s1").size() == 3; }));
   const int port = server_->port();
-  server_.reset();  // the server goes away
+  server_.reset();                       // the server goes away
   ASSERT_TRUE(launcher_.Release("s1"));  // the worker finishes while it is down
   std::this_thread::sleep_for(500ms);
   EXPECT_FALSE(Finished("s1"));
@@ -917,8 +937,9 @@ TEST_F(AgentTest, ARefusedRegistrationIsFatal) {
   agent_ = MakeAgent(/*gpus=*/1);
   ASSERT_TRUE(agent_->Start().ok());
   const absl::Status s = agent_->Wait();
-  EXPECT_THAT(s, medprof::testing::StatusIs(absl::StatusCode::kFailedPrecondition,
-                                            HasSubstr("this server speaks protocol 2: run a newer medprof-agent")));
+  EXPECT_THAT(
+      s, medprof::testing::StatusIs(absl::StatusCode::kFailedPrecondition,
+                                    HasSubstr("this server speaks protocol 2: run a newer medprof-agent")));
   agent_.reset();
 }
 

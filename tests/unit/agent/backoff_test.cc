@@ -53,11 +53,15 @@ TEST(BackoffTest, ManyAttemptsNeitherOverflowNorExceedTheCap) {
 }
 
 TEST(BackoffTest, OptionsAreValidated) {
-  EXPECT_THAT(ValidateBackoffOptions({.initial_ms = 0}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("initial_ms")));
+  EXPECT_THAT(ValidateBackoffOptions({.initial_ms = 0}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("initial_ms")));
   EXPECT_THAT(ValidateBackoffOptions({.initial_ms = 10, .max_ms = 5}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_ms: 5 is out of range (allowed >= initial_ms 10)")));
-  EXPECT_THAT(ValidateBackoffOptions({.multiplier = 0.5}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("multiplier")));
-  EXPECT_THAT(ValidateBackoffOptions({.jitter = 1.5}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("jitter: 1.5")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("max_ms: 5 is out of range (allowed >= initial_ms 10)")));
+  EXPECT_THAT(ValidateBackoffOptions({.multiplier = 0.5}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("multiplier")));
+  EXPECT_THAT(ValidateBackoffOptions({.jitter = 1.5}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("jitter: 1.5")));
   EXPECT_THAT(ValidateBackoffOptions({}), medprof::testing::IsOk());
 }
 

@@ -22,7 +22,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
-
 v1::Device Gpu(int index, const std::string& name, const std::string& uuid) {
   v1::Device d;
   d.set_index(index);
@@ -47,9 +46,13 @@ class FakeProbe : public GpuProbe {
 
 InventoryInputs Inputs() {
   InventoryInputs in;
-  in.cpuinfo_path = WriteTemp("cpuinfo", "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9654 96-Core Processor\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 9654 96-Core Processor\n");
+  in.cpuinfo_path =
+      WriteTemp("cpuinfo",
+                "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9654 96-Core "
+                "Processor\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 9654 96-Core Processor\n");
   in.meminfo_path = WriteTemp("meminfo", "MemTotal:       131072000 kB\nMemFree:         1000 kB\n");
-  in.nvidia_params_path = WriteTemp("params", "ResmanDebugLevel: 4294967295\nRmProfilingAdminOnly: 0\nEnableMSI: 1\n");
+  in.nvidia_params_path =
+      WriteTemp("params", "ResmanDebugLevel: 4294967295\nRmProfilingAdminOnly: 0\nEnableMSI: 1\n");
   return in;
 }
 
@@ -60,7 +63,8 @@ TEST(InventoryTest, WithoutNvmlTheAgentOffersTheCpu) {
   absl::StatusOr<std::vector<v1::Device>> probed = nvml->Probe();
   ASSERT_FALSE(probed.ok());
   EXPECT_EQ(probed.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(probed.status().message()), HasSubstr("no NVIDIA driver: cannot load libnvidia-ml-does-not-exist.so.1"));
+  EXPECT_THAT(std::string(probed.status().message()),
+              HasSubstr("no NVIDIA driver: cannot load libnvidia-ml-does-not-exist.so.1"));
 
   const Inventory inv = BuildInventory(nvml.get(), Inputs());
   EXPECT_FALSE(inv.HasGpu());
@@ -77,14 +81,16 @@ TEST(InventoryTest, WithoutNvmlTheAgentOffersTheCpu) {
 }
 
 TEST(InventoryTest, CpuNameFallsBackWhenCpuinfoHasNoModelName) {
-  const v1::Device cpu = CpuDevice(WriteTemp("arm-cpuinfo", "processor\t: 0\nBogoMIPS\t: 50.00\n"), "/nonexistent");
+  const v1::Device cpu =
+      CpuDevice(WriteTemp("arm-cpuinfo", "processor\t: 0\nBogoMIPS\t: 50.00\n"), "/nonexistent");
   EXPECT_EQ(cpu.name(), "cpu");
   EXPECT_EQ(cpu.memory_bytes(), 0u);
 }
 
 TEST(InventoryTest, ProbedGpusAreOfferedInOrderWithCounterPermission) {
-  FakeProbe probe(std::vector<v1::Device>{Gpu(0, "NVIDIA H100 80GB HBM3", "GPU-aaaa"), Gpu(1, "NVIDIA H100 80GB HBM3", "GPU-bbbb"),
-                                          Gpu(2, "NVIDIA H100 80GB HBM3", "GPU-cccc"), Gpu(3, "NVIDIA H100 80GB HBM3", "GPU-dddd")});
+  FakeProbe probe(std::vector<v1::Device>{
+      Gpu(0, "NVIDIA H100 80GB HBM3", "GPU-aaaa"), Gpu(1, "NVIDIA H100 80GB HBM3", "GPU-bbbb"),
+      Gpu(2, "NVIDIA H100 80GB HBM3", "GPU-cccc"), Gpu(3, "NVIDIA H100 80GB HBM3", "GPU-dddd")});
   const Inventory inv = BuildInventory(&probe, Inputs());
   ASSERT_TRUE(inv.HasGpu());
   ASSERT_EQ(inv.devices.size(), 4u);
@@ -150,11 +156,14 @@ TEST(InventoryTest, WorkersArePinnedToTheirDevice) {
   in.cuda_visible_devices = "1,2";  // e.g. Slurm gave this job GPUs 1 and 2
   const Inventory inv = BuildInventory(&probe, in);
   ASSERT_EQ(inv.devices.size(), 2u);
-  const LaunchSpec spec = MakeWorkerLaunchSpec("/opt/medprof/bin/medprof-worker", "/w/spool/r-7", "r-7", *inv.Find(1));
+  const LaunchSpec spec =
+      MakeWorkerLaunchSpec("/opt/medprof/bin/medprof-worker", "/w/spool/r-7", "r-7", *inv.Find(1));
   EXPECT_EQ(spec.executable, "/opt/medprof/bin/medprof-worker");
-  EXPECT_THAT(spec.argv, ElementsAre("/opt/medprof/bin/medprof-worker", "--job", "/w/spool/r-7/job.pb", "--result-fd", "3"));
-  EXPECT_THAT(spec.env, ElementsAre(Pair("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), Pair("CUDA_VISIBLE_DEVICES", "2"),
-                                    Pair("MEDPROF_DEVICE_INDEX", "1"), Pair("MEDPROF_RUN_ID", "r-7")));
+  EXPECT_THAT(spec.argv, ElementsAre("/opt/medprof/bin/medprof-worker", "--job", "/w/spool/r-7/job.pb",
+                                     "--result-fd", "3"));
+  EXPECT_THAT(spec.env,
+              ElementsAre(Pair("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), Pair("CUDA_VISIBLE_DEVICES", "2"),
+                          Pair("MEDPROF_DEVICE_INDEX", "1"), Pair("MEDPROF_RUN_ID", "r-7")));
   EXPECT_EQ(spec.working_dir, "/w/spool/r-7");
   EXPECT_EQ(spec.stderr_path, "/w/spool/r-7/worker.stderr");
   EXPECT_EQ(spec.stdout_path, "/w/spool/r-7/worker.stdout");
@@ -177,8 +186,9 @@ TEST(HostFactsTest, LabelsCarrySlurmAndContainerFactsAndExtrasWin) {
   EXPECT_EQ(facts.container_image, "/scratch/agent.sif");
   facts.host = "exp-7-12";
   EXPECT_THAT(MakeLabels(facts, {{"site", "override"}, {"rack", "r1"}}),
-              ElementsAre(Pair("container", "/scratch/agent.sif"), Pair("host", "exp-7-12"), Pair("partition", "gpu-shared"),
-                          Pair("rack", "r1"), Pair("site", "override"), Pair("slurm_job_id", "4242")));
+              ElementsAre(Pair("container", "/scratch/agent.sif"), Pair("host", "exp-7-12"),
+                          Pair("partition", "gpu-shared"), Pair("rack", "r1"), Pair("site", "override"),
+                          Pair("slurm_job_id", "4242")));
   const v1::Environment e = AgentEnvironment(facts, "1");
   EXPECT_EQ(e.host(), "exp-7-12");
   EXPECT_EQ(e.site(), "expanse");

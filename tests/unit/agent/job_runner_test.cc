@@ -61,9 +61,7 @@ v1::WorkerMessage Error(const std::string& kind, const std::string& message) {
 
 class JobRunnerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = FreshDir("runner");
-  }
+  void SetUp() override { root_ = FreshDir("runner"); }
 
   // Writes the records the script will copy to fd 3 (plus `tail_bytes` of garbage-free cut
   // record when > 0) and the script itself.
@@ -74,7 +72,8 @@ class JobRunnerTest : public ::testing::Test {
     if (cut_record_bytes > 0) bytes += EncodeDelimited(Step(99)).substr(0, cut_record_bytes);
     std::ofstream(root_ + "/records.bin", std::ios::binary) << bytes;
     const std::string path = root_ + "/worker.sh";
-    std::ofstream(path) << "#!/bin/sh\necho 'worker says hello' >&2\ncat '" << root_ << "/records.bin' >&3\n" << after;
+    std::ofstream(path) << "#!/bin/sh\necho 'worker says hello' >&2\ncat '" << root_ << "/records.bin' >&3\n"
+                        << after;
     ::chmod(path.c_str(), 0755);
     return path;
   }
@@ -129,7 +128,8 @@ class JobRunnerTest : public ::testing::Test {
 };
 
 TEST_F(JobRunnerTest, ACompleteRunSucceedsWithEveryRecordSpooledInOrder) {
-  const v1::FinishRunRequest out = Run(Script({Started(), Progress(1), Step(0), Step(1), Progress(2), Summary()}, "exit 0\n"));
+  const v1::FinishRunRequest out =
+      Run(Script({Started(), Progress(1), Step(0), Step(1), Progress(2), Summary()}, "exit 0\n"));
   EXPECT_EQ(v1::RunState_Name(out.state()), "RUN_SUCCEEDED");
   EXPECT_EQ(out.error(), "");
   EXPECT_EQ(out.run_id(), "run-1");
@@ -159,7 +159,8 @@ TEST_F(JobRunnerTest, AWorkerErrorFailsTheRunWithItsKindAndMessage) {
 }
 
 TEST_F(JobRunnerTest, AnInterruptedWorkerErrorMeansInterrupted) {
-  const v1::FinishRunRequest out = Run(Script({Started(), Error("interrupted", "received SIGTERM")}, "exit 0\n"));
+  const v1::FinishRunRequest out =
+      Run(Script({Started(), Error("interrupted", "received SIGTERM")}, "exit 0\n"));
   EXPECT_EQ(v1::RunState_Name(out.state()), "RUN_INTERRUPTED");
   EXPECT_EQ(out.error(), "interrupted: received SIGTERM");
 }
@@ -183,14 +184,16 @@ TEST_F(JobRunnerTest, ANonZeroExitWithoutAnErrorRecord) {
 TEST_F(JobRunnerTest, ATruncatedLastRecordKeepsTheCompleteOnes) {
   const v1::FinishRunRequest out = Run(Script({Started(), Step(0), Step(1)}, "kill -KILL $$\n", 5));
   EXPECT_EQ(v1::RunState_Name(out.state()), "RUN_FAILED");
-  EXPECT_THAT(out.error(), HasSubstr("worker crashed: signal 9 (SIGKILL); the last result record was cut short"));
+  EXPECT_THAT(out.error(),
+              HasSubstr("worker crashed: signal 9 (SIGKILL); the last result record was cut short"));
   EXPECT_EQ(out.last_seq(), 3u);
   EXPECT_EQ(spool_->last_seq(), 3u);
 }
 
 TEST_F(JobRunnerTest, ATimeoutStopsTheWorkerEvenIfItIgnoresSigterm) {
   const auto start = std::chrono::steady_clock::now();
-  const v1::FinishRunRequest out = Run(Script({Started()}, "trap '' TERM\nwhile :; do sleep 0.05; done\n"), 1);
+  const v1::FinishRunRequest out =
+      Run(Script({Started()}, "trap '' TERM\nwhile :; do sleep 0.05; done\n"), 1);
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(v1::RunState_Name(out.state()), "RUN_FAILED");
   EXPECT_EQ(out.error(), "timeout after 1 s");
@@ -212,8 +215,10 @@ TEST_F(JobRunnerTest, ACancelEndsTheRunCancelled) {
 
 TEST_F(JobRunnerTest, AnAgentDrainInterruptsTheRun) {
   // The worker reacts to SIGTERM the way medprof-worker does: an "interrupted" error record.
-  const std::string trap = absl::StrCat("trap 'cat \"", root_, "/term.bin\" >&3; exit 0' TERM\nwhile :; do sleep 0.05; done\n");
-  std::ofstream(root_ + "/term.bin", std::ios::binary) << EncodeDelimited(Error("interrupted", "received SIGTERM"));
+  const std::string trap =
+      absl::StrCat("trap 'cat \"", root_, "/term.bin\" >&3; exit 0' TERM\nwhile :; do sleep 0.05; done\n");
+  std::ofstream(root_ + "/term.bin", std::ios::binary)
+      << EncodeDelimited(Error("interrupted", "received SIGTERM"));
   const v1::FinishRunRequest out = Run(Script({Started()}, trap), 0, [](JobRunner& r) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     r.Stop(StopReason::kInterrupted, 5000);
@@ -235,7 +240,8 @@ TEST_F(JobRunnerTest, AMissingWorkerEndsTheRunInterrupted) {
 TEST_F(JobRunnerTest, ASpoolWriteErrorFailsTheRunWithTheCauseAndStopsTheWorker) {
   // Two records fit under the file size limit; the third does not (EFBIG, like a full disk).
   // The worker would run for a minute; the runner must stop it.
-  const std::string script = Script({Started(), Step(0)}, "sleep 0.3\ncat '" + root_ + "/more.bin' >&3\nexec sleep 60\n");
+  const std::string script =
+      Script({Started(), Step(0)}, "sleep 0.3\ncat '" + root_ + "/more.bin' >&3\nexec sleep 60\n");
   v1::WorkerMessage big;
   big.mutable_progress()->set_message(std::string(4096, 'x'));
   std::ofstream(root_ + "/more.bin", std::ios::binary) << EncodeDelimited(big);
@@ -246,7 +252,8 @@ TEST_F(JobRunnerTest, ASpoolWriteErrorFailsTheRunWithTheCauseAndStopsTheWorker) 
   const auto start = std::chrono::steady_clock::now();
   out = Run(script, 0, [&](JobRunner&) {
     // Let the spool directory and the first records be written, then cap file sizes.
-    for (int i = 0; i < 200 && spool_->last_seq() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (int i = 0; i < 200 && spool_->last_seq() < 2; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     struct rlimit small = old;
     small.rlim_cur = 2048;
     ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
@@ -255,7 +262,8 @@ TEST_F(JobRunnerTest, ASpoolWriteErrorFailsTheRunWithTheCauseAndStopsTheWorker) 
   std::signal(SIGXFSZ, previous);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   EXPECT_EQ(v1::RunState_Name(out.state()), "RUN_FAILED");
-  EXPECT_THAT(out.error(), HasSubstr("spool write failed: appending result 3 to " + root_ + "/run-1/results.log: File too large"));
+  EXPECT_THAT(out.error(), HasSubstr("spool write failed: appending result 3 to " + root_ +
+                                     "/run-1/results.log: File too large"));
   EXPECT_EQ(out.last_seq(), 2u);
 }
 

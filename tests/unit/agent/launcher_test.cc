@@ -76,16 +76,17 @@ TEST(LauncherTest, RecordsArriveOnFd3AndTheExitCodeIsReported) {
   b.mutable_step()->set_step(4);
   const std::string records = EncodeDelimited(a) + EncodeDelimited(b);
   std::ofstream(dir + "/records.bin", std::ios::binary) << records;
-  const std::string script = WriteScript(
-      dir,
-      "cat \"$RECORDS\" >&3\n"
-      "echo \"args=$*\" >&2\n"
-      "echo \"cwd=$(pwd) cvd=$CUDA_VISIBLE_DEVICES idx=$MEDPROF_DEVICE_INDEX\" >&2\n"
-      "echo to-stdout\n"
-      "read line; echo \"stdin=[$line]\" >&2\n"
-      "exit 3\n");
+  const std::string script =
+      WriteScript(dir,
+                  "cat \"$RECORDS\" >&3\n"
+                  "echo \"args=$*\" >&2\n"
+                  "echo \"cwd=$(pwd) cvd=$CUDA_VISIBLE_DEVICES idx=$MEDPROF_DEVICE_INDEX\" >&2\n"
+                  "echo to-stdout\n"
+                  "read line; echo \"stdin=[$line]\" >&2\n"
+                  "exit 3\n");
   LaunchSpec spec = Spec(dir, script);
-  spec.env = {{"RECORDS", dir + "/records.bin"}, {"CUDA_VISIBLE_DEVICES", "2"}, {"MEDPROF_DEVICE_INDEX", "1"}};
+  spec.env = {
+      {"RECORDS", dir + "/records.bin"}, {"CUDA_VISIBLE_DEVICES", "2"}, {"MEDPROF_DEVICE_INDEX", "1"}};
   std::unique_ptr<WorkerLauncher> launcher = MakeProcessLauncher();
   MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerProcess> p, launcher->Launch(spec));
   EXPECT_GT(p->pid(), 0);
@@ -103,7 +104,8 @@ TEST(LauncherTest, RecordsArriveOnFd3AndTheExitCodeIsReported) {
 TEST(LauncherTest, ASignalDeathIsReported) {
   const std::string dir = TestDir();
   const std::string script = WriteScript(dir, "kill -SEGV $$\nsleep 5\n");
-  MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerProcess> p, MakeProcessLauncher()->Launch(Spec(dir, script)));
+  MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerProcess> p,
+                               MakeProcessLauncher()->Launch(Spec(dir, script)));
   const WorkerExit e = WaitExit(*p);
   EXPECT_TRUE(e.signaled);
   EXPECT_EQ(e.signal, SIGSEGV);
@@ -125,7 +127,8 @@ TEST(LauncherTest, SignalsReachTheWholeProcessGroup) {
   const std::string dir = TestDir();
   // The "worker" starts a child of its own and waits; SIGTERM to the group ends both.
   const std::string script = WriteScript(dir, "sleep 60 &\necho $! > child.pid\nwait\n");
-  MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerProcess> p, MakeProcessLauncher()->Launch(Spec(dir, script)));
+  MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerProcess> p,
+                               MakeProcessLauncher()->Launch(Spec(dir, script)));
   pid_t child = 0;
   for (int i = 0; i < 500 && child == 0; ++i) {
     if (auto text = ReadFile(dir + "/child.pid"); text.ok() && !text->empty()) child = std::stoi(*text);
@@ -180,7 +183,8 @@ TEST(LauncherTest, DestroyingALiveProcessKillsAndReapsIt) {
   const std::string script = WriteScript(dir, "trap '' TERM\nexec sleep 60\n");
   pid_t pid = 0;
   {
-    MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerProcess> p, MakeProcessLauncher()->Launch(Spec(dir, script)));
+    MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkerProcess> p,
+                                 MakeProcessLauncher()->Launch(Spec(dir, script)));
     pid = p->pid();
     EXPECT_FALSE(p->TryWait().has_value());
   }

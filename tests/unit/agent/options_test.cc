@@ -2,10 +2,9 @@
 
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <fstream>
 #include <map>
-
-#include <CLI/CLI.hpp>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -43,11 +42,27 @@ AgentOptions Parse(std::vector<std::string> args) {
   return o;
 }
 
-
 TEST(OptionsTest, ParsesEveryFlag) {
-  AgentOptions o = Parse({"--server", "127.0.0.1:50051", "--work-dir", "/tmp/w", "--name", "node-1", "--worker",
-                          "/opt/w", "--label", "rack=a", "--label", "row=3", "--site", "expanse", "--max-jobs", "2",
-                          "--drain-timeout-s", "30", "--log-level", "debug"});
+  AgentOptions o = Parse({"--server",
+                          "127.0.0.1:50051",
+                          "--work-dir",
+                          "/tmp/w",
+                          "--name",
+                          "node-1",
+                          "--worker",
+                          "/opt/w",
+                          "--label",
+                          "rack=a",
+                          "--label",
+                          "row=3",
+                          "--site",
+                          "expanse",
+                          "--max-jobs",
+                          "2",
+                          "--drain-timeout-s",
+                          "30",
+                          "--log-level",
+                          "debug"});
   EXPECT_EQ(o.server, "127.0.0.1:50051");
   EXPECT_EQ(o.work_dir, "/tmp/w");
   EXPECT_EQ(o.name, "node-1");
@@ -64,14 +79,17 @@ TEST(OptionsTest, DefaultsComeFromTheEnvironment) {
   AgentOptions o = Parse({"--work-dir", "/tmp/w"});
   EXPECT_EQ(o.drain_timeout_s, 90);
   EXPECT_EQ(o.max_jobs, 0);
-  ASSERT_THAT(ValidateOptions(&o, FakeEnv({{"MEDPROF_SERVER", "localhost:7000"}, {"MEDPROF_SITE", "stampede3"}})), IsOk());
+  ASSERT_THAT(
+      ValidateOptions(&o, FakeEnv({{"MEDPROF_SERVER", "localhost:7000"}, {"MEDPROF_SITE", "stampede3"}})),
+      IsOk());
   EXPECT_EQ(o.server, "localhost:7000");
   EXPECT_EQ(o.site, "stampede3");
 }
 
 TEST(OptionsTest, FlagsWinOverTheEnvironment) {
   AgentOptions o = Parse({"--work-dir", "/tmp/w", "--server", "127.0.0.1:1", "--site", "a"});
-  ASSERT_THAT(ValidateOptions(&o, FakeEnv({{"MEDPROF_SERVER", "localhost:7000"}, {"MEDPROF_SITE", "b"}})), IsOk());
+  ASSERT_THAT(ValidateOptions(&o, FakeEnv({{"MEDPROF_SERVER", "localhost:7000"}, {"MEDPROF_SITE", "b"}})),
+              IsOk());
   EXPECT_EQ(o.server, "127.0.0.1:1");
   EXPECT_EQ(o.site, "a");
 }
@@ -95,18 +113,22 @@ TEST(OptionsTest, PlainTextIsRefusedOffLoopback) {
     EXPECT_THAT(ValidateOptions(&ok, FakeEnv({})), IsOk()) << loopback;
   }
   AgentOptions v6 = Parse({"--work-dir", "/tmp/w", "--server", "[2001:db8::1]:443"});
-  EXPECT_THAT(ValidateOptions(&v6, FakeEnv({})), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls-ca")));
+  EXPECT_THAT(ValidateOptions(&v6, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls-ca")));
 }
 
 TEST(OptionsTest, TlsCaMustBeAReadablePemFile) {
-  AgentOptions missing = Parse({"--work-dir", "/tmp/w", "--server", "m.example.org:443", "--tls-ca", "/nonexistent/ca.pem"});
-  EXPECT_THAT(ValidateOptions(&missing, FakeEnv({})),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls-ca: opening /nonexistent/ca.pem")));
+  AgentOptions missing =
+      Parse({"--work-dir", "/tmp/w", "--server", "m.example.org:443", "--tls-ca", "/nonexistent/ca.pem"});
+  EXPECT_THAT(
+      ValidateOptions(&missing, FakeEnv({})),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls-ca: opening /nonexistent/ca.pem")));
   const std::string junk = WriteTemp("junk.pem", "hello\n");
   AgentOptions not_pem = Parse({"--work-dir", "/tmp/w", "--server", "m.example.org:443", "--tls-ca", junk});
   EXPECT_THAT(ValidateOptions(&not_pem, FakeEnv({})),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("holds no PEM certificate")));
-  const std::string pem = WriteTemp("ca.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+  const std::string pem =
+      WriteTemp("ca.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
   AgentOptions good = Parse({"--work-dir", "/tmp/w", "--server", "m.example.org:443", "--tls-ca", pem});
   EXPECT_THAT(ValidateOptions(&good, FakeEnv({})), IsOk());
 }
@@ -123,13 +145,19 @@ TEST(OptionsTest, ServerAddressesAreParsed) {
   EXPECT_EQ(v6->host, "::1");
   EXPECT_TRUE(v6->loopback);
   EXPECT_EQ(v6->Target(), "[::1]:50051");
-  EXPECT_THAT(ParseServerAddress("host"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected HOST:PORT")));
-  EXPECT_THAT(ParseServerAddress("host:0"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("port '0' is out of range (allowed 1..65535)")));
-  EXPECT_THAT(ParseServerAddress("host:70000"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("1..65535")));
-  EXPECT_THAT(ParseServerAddress(":80"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("has no host")));
-  EXPECT_THAT(ParseServerAddress("a b:80"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("contains ' '")));
-  EXPECT_THAT(ParseServerAddress("::1:80"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("IPv6 as [::1]")));
+  EXPECT_THAT(ParseServerAddress("host"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected HOST:PORT")));
+  EXPECT_THAT(
+      ParseServerAddress("host:0"),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("port '0' is out of range (allowed 1..65535)")));
+  EXPECT_THAT(ParseServerAddress("host:70000"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("1..65535")));
+  EXPECT_THAT(ParseServerAddress(":80"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("has no host")));
+  EXPECT_THAT(ParseServerAddress("a b:80"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("contains ' '")));
+  EXPECT_THAT(ParseServerAddress("::1:80"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("IPv6 as [::1]")));
 }
 
 TEST(OptionsTest, LoopbackHosts) {
@@ -147,21 +175,26 @@ TEST(OptionsTest, LabelsAreCheckedAndLaterOnesWin) {
   auto labels = ParseLabels({"rack=a", "empty=", "rack=b", "img=docker://x/y:1.0"});
   ASSERT_THAT(labels, IsOk());
   EXPECT_THAT(*labels, ElementsAre(Pair("empty", ""), Pair("img", "docker://x/y:1.0"), Pair("rack", "b")));
-  EXPECT_THAT(ParseLabels({"novalue"}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'novalue' is not key=value")));
+  EXPECT_THAT(ParseLabels({"novalue"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'novalue' is not key=value")));
   EXPECT_THAT(ParseLabels({"bad key=1"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("key 'bad key' is not allowed (1..64 characters")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("key 'bad key' is not allowed (1..64 characters")));
   EXPECT_THAT(ParseLabels({"=1"}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("key ''")));
-  EXPECT_THAT(ParseLabels({"k=a,b"}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("contains a comma")));
+  EXPECT_THAT(ParseLabels({"k=a,b"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("contains a comma")));
   EXPECT_THAT(ParseLabels({"k=" + std::string(257, 'x')}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("257 characters (allowed 0..256)")));
   AgentOptions o = Parse({"--work-dir", "/w", "--server", "127.0.0.1:1", "--label", "x"});
-  EXPECT_THAT(ValidateOptions(&o, FakeEnv({})), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--label")));
+  EXPECT_THAT(ValidateOptions(&o, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--label")));
 }
 
 TEST(OptionsTest, RangesAreEnforced) {
   AgentOptions drain = Parse({"--work-dir", "/w", "--server", "127.0.0.1:1", "--drain-timeout-s", "0"});
   EXPECT_THAT(ValidateOptions(&drain, FakeEnv({})),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--drain-timeout-s: 0 is out of range (allowed 1..3600)")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--drain-timeout-s: 0 is out of range (allowed 1..3600)")));
   AgentOptions jobs = Parse({"--work-dir", "/w", "--server", "127.0.0.1:1", "--max-jobs", "-1"});
   EXPECT_THAT(ValidateOptions(&jobs, FakeEnv({})),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max-jobs: -1 is out of range")));
@@ -180,9 +213,11 @@ TEST(OptionsTest, MaxJobsIsCheckedAgainstTheDevices) {
   EXPECT_EQ(*ValidateMaxJobs(0, 4), 4);
   EXPECT_EQ(*ValidateMaxJobs(2, 4), 2);
   EXPECT_EQ(*ValidateMaxJobs(1, 1), 1);
-  EXPECT_THAT(ValidateMaxJobs(5, 4),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("--max-jobs: 5 is out of range (allowed 1..4, the number of devices this agent offers)")));
+  EXPECT_THAT(
+      ValidateMaxJobs(5, 4),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr(
+                   "--max-jobs: 5 is out of range (allowed 1..4, the number of devices this agent offers)")));
 }
 
 TEST(OptionsTest, TokenComesFromAFileOrTheEnvironment) {
@@ -194,7 +229,8 @@ TEST(OptionsTest, TokenComesFromAFileOrTheEnvironment) {
   o.token_file = WriteTemp("empty-token", "\n");
   EXPECT_THAT(LoadToken(o, FakeEnv({})), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is empty")));
   o.token_file = "/nonexistent/token";
-  EXPECT_THAT(LoadToken(o, FakeEnv({})), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--token-file: opening")));
+  EXPECT_THAT(LoadToken(o, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--token-file: opening")));
   o.token_file.clear();
   EXPECT_THAT(LoadToken(o, FakeEnv({{"MEDPROF_TOKEN", "a b"}})),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("space or control character")));

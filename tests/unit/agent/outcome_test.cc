@@ -41,12 +41,14 @@ TEST(ClassifyTest, CleanExitWithSummarySucceeds) {
 }
 
 TEST(ClassifyTest, WorkerErrorKinds) {
-  ExpectVerdict(Classify(Exited(1), Error("oom", "CUDA out of memory. Tried to allocate 2.00 GiB"), StopReason::kNone, ""),
+  ExpectVerdict(Classify(Exited(1), Error("oom", "CUDA out of memory. Tried to allocate 2.00 GiB"),
+                         StopReason::kNone, ""),
                 v1::RUN_FAILED, "oom: CUDA out of memory. Tried to allocate 2.00 GiB");
-  ExpectVerdict(Classify(Exited(1), Error("invalid_config", "volume: 20 is not a multiple of 16"), StopReason::kNone, ""),
+  ExpectVerdict(Classify(Exited(1), Error("invalid_config", "volume: 20 is not a multiple of 16"),
+                         StopReason::kNone, ""),
                 v1::RUN_FAILED, "invalid_config: volume: 20 is not a multiple of 16");
-  ExpectVerdict(Classify(Exited(1), Error("cuda", "an illegal memory access"), StopReason::kNone, ""), v1::RUN_FAILED,
-                "cuda: an illegal memory access");
+  ExpectVerdict(Classify(Exited(1), Error("cuda", "an illegal memory access"), StopReason::kNone, ""),
+                v1::RUN_FAILED, "cuda: an illegal memory access");
   ExpectVerdict(Classify(Exited(143), Error("interrupted", "received SIGTERM"), StopReason::kNone, ""),
                 v1::RUN_INTERRUPTED, "interrupted: received SIGTERM");
   // An error record beats exit code 0 and even a summary.
@@ -56,9 +58,12 @@ TEST(ClassifyTest, WorkerErrorKinds) {
 }
 
 TEST(ClassifyTest, SignalsAndExitCodes) {
-  ExpectVerdict(Classify(Killed(SIGSEGV), {}, StopReason::kNone, ""), v1::RUN_FAILED, "worker crashed: signal 11 (SIGSEGV)");
-  ExpectVerdict(Classify(Killed(SIGABRT), {}, StopReason::kNone, ""), v1::RUN_FAILED, "worker crashed: signal 6 (SIGABRT)");
-  ExpectVerdict(Classify(Killed(SIGKILL), {}, StopReason::kNone, ""), v1::RUN_FAILED, "worker crashed: signal 9 (SIGKILL)");
+  ExpectVerdict(Classify(Killed(SIGSEGV), {}, StopReason::kNone, ""), v1::RUN_FAILED,
+                "worker crashed: signal 11 (SIGSEGV)");
+  ExpectVerdict(Classify(Killed(SIGABRT), {}, StopReason::kNone, ""), v1::RUN_FAILED,
+                "worker crashed: signal 6 (SIGABRT)");
+  ExpectVerdict(Classify(Killed(SIGKILL), {}, StopReason::kNone, ""), v1::RUN_FAILED,
+                "worker crashed: signal 9 (SIGKILL)");
   ExpectVerdict(Classify(Exited(3), {}, StopReason::kNone, ""), v1::RUN_FAILED, "worker exited with code 3");
   ExpectVerdict(Classify(Exited(0), {}, StopReason::kNone, ""), v1::RUN_FAILED,
                 "worker exited with code 0 without a RunSummary");
@@ -69,24 +74,28 @@ TEST(ClassifyTest, SignalsAndExitCodes) {
 }
 
 TEST(ClassifyTest, WhatTheAgentDidDecides) {
-  ExpectVerdict(Classify(Killed(SIGKILL), {}, StopReason::kTimeout, "60"), v1::RUN_FAILED, "timeout after 60 s");
-  ExpectVerdict(Classify(Exited(143), Error("interrupted", "SIGTERM"), StopReason::kTimeout, "5"), v1::RUN_FAILED,
-                "timeout after 5 s");
-  ExpectVerdict(Classify(Killed(SIGTERM), {}, StopReason::kCancelled, ""), v1::RUN_CANCELLED, "cancelled by the server");
-  ExpectVerdict(Classify(Exited(1), Error("interrupted", "x"), StopReason::kInterrupted, ""), v1::RUN_INTERRUPTED,
-                "agent received SIGTERM");
+  ExpectVerdict(Classify(Killed(SIGKILL), {}, StopReason::kTimeout, "60"), v1::RUN_FAILED,
+                "timeout after 60 s");
+  ExpectVerdict(Classify(Exited(143), Error("interrupted", "SIGTERM"), StopReason::kTimeout, "5"),
+                v1::RUN_FAILED, "timeout after 5 s");
+  ExpectVerdict(Classify(Killed(SIGTERM), {}, StopReason::kCancelled, ""), v1::RUN_CANCELLED,
+                "cancelled by the server");
+  ExpectVerdict(Classify(Exited(1), Error("interrupted", "x"), StopReason::kInterrupted, ""),
+                v1::RUN_INTERRUPTED, "agent received SIGTERM");
   ExpectVerdict(Classify(Killed(SIGTERM), {}, StopReason::kAbandoned, ""), v1::RUN_CANCELLED,
                 "the server no longer considers the run active");
   // A spool failure fails the run even when the worker completed.
-  ExpectVerdict(Classify(Exited(0), Summary(), StopReason::kSpoolError, "appending result 7: No space left on device"),
-                v1::RUN_FAILED, "spool write failed: appending result 7: No space left on device");
+  ExpectVerdict(
+      Classify(Exited(0), Summary(), StopReason::kSpoolError, "appending result 7: No space left on device"),
+      v1::RUN_FAILED, "spool write failed: appending result 7: No space left on device");
 }
 
 TEST(ClassifyTest, ChannelProblemsAreAppendedToFailures) {
   StreamFacts cut;
   cut.problem = "the last result record was cut short (record 5 cut short: 3 of 40 bytes)";
   ExpectVerdict(Classify(Killed(SIGKILL), cut, StopReason::kNone, ""), v1::RUN_FAILED,
-                "worker crashed: signal 9 (SIGKILL); the last result record was cut short (record 5 cut short: 3 of 40 bytes)");
+                "worker crashed: signal 9 (SIGKILL); the last result record was cut short (record 5 cut "
+                "short: 3 of 40 bytes)");
 }
 
 TEST(SignalNameTest, KnownAndUnknown) {
@@ -95,7 +104,6 @@ TEST(SignalNameTest, KnownAndUnknown) {
   EXPECT_EQ(SignalName(SIGXCPU), "SIGXCPU");
   EXPECT_EQ(SignalName(63), "signal 63");
 }
-
 
 TEST(StderrTailTest, KeepsTheLastLines) {
   std::string text;
@@ -112,7 +120,8 @@ TEST(StderrTailTest, KeepsTheLastLines) {
 }
 
 TEST(StderrTailTest, KeepsTheLastBytesFromALineStart) {
-  const std::string big = std::string(100 * 1024, 'a') + "\n" + std::string(70 * 1024, 'b') + "\nlast words\n";
+  const std::string big =
+      std::string(100 * 1024, 'a') + "\n" + std::string(70 * 1024, 'b') + "\nlast words\n";
   const std::string tail = StderrTail(WriteTemp("stderr-big", big));
   // 64 KiB from the end falls inside the run of b's: the cut line is dropped.
   EXPECT_EQ(tail, "last words\n");
@@ -127,7 +136,8 @@ TEST(StderrTailTest, ResultIsValidUtf8) {
 
 TEST(Utf8Test, InvalidSequencesAreReplaced) {
   EXPECT_EQ(ToValidUtf8("plain"), "plain");
-  EXPECT_EQ(ToValidUtf8("\xe2\x82\xac euro, \xf0\x9f\x98\x80 smile"), "\xe2\x82\xac euro, \xf0\x9f\x98\x80 smile");
+  EXPECT_EQ(ToValidUtf8("\xe2\x82\xac euro, \xf0\x9f\x98\x80 smile"),
+            "\xe2\x82\xac euro, \xf0\x9f\x98\x80 smile");
   EXPECT_EQ(ToValidUtf8("\xc0\xaf"), "??");          // overlong '/'
   EXPECT_EQ(ToValidUtf8("\xed\xa0\x80"), "???");     // a surrogate
   EXPECT_EQ(ToValidUtf8("cut \xe2\x82"), "cut ??");  // truncated at the end

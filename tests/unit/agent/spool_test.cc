@@ -26,7 +26,6 @@ using ::medprof::testing::IsOk;
 using ::medprof::testing::StatusIs;
 using ::testing::HasSubstr;
 
-
 v1::Assignment MakeAssignment(const std::string& run_id) {
   v1::Assignment a;
   a.set_run_id(run_id);
@@ -54,7 +53,8 @@ uint64_t FileSize(const std::string& path) {
 
 TEST(SpoolTest, CreateWritesTheAssignmentAndTheJob) {
   const std::string dir = FreshDir("spool-create") + "/run-1";
-  MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<RunSpool> spool, RunSpool::Create(dir, MakeAssignment("run-1")));
+  MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<RunSpool> spool,
+                               RunSpool::Create(dir, MakeAssignment("run-1")));
   EXPECT_EQ(spool->run_id(), "run-1");
   EXPECT_EQ(spool->last_seq(), 0u);
   EXPECT_EQ(spool->acked_seq(), 0u);
@@ -109,7 +109,8 @@ TEST(SpoolTest, AckAndOutcomeSurviveARestart) {
     MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<RunSpool> spool, RunSpool::Create(dir, MakeAssignment("r")));
     for (int i = 0; i < 5; ++i) ASSERT_THAT(spool->Append(Step(i)), IsOk());
     ASSERT_THAT(spool->SetAcked(3), IsOk());
-    EXPECT_THAT(spool->SetAcked(6), StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("exceeds the 5 chunks")));
+    EXPECT_THAT(spool->SetAcked(6),
+                StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("exceeds the 5 chunks")));
     v1::FinishRunRequest outcome;
     outcome.set_run_id("r");
     outcome.set_state(v1::RUN_FAILED);
@@ -127,7 +128,8 @@ TEST(SpoolTest, AckAndOutcomeSurviveARestart) {
   EXPECT_EQ(again->outcome()->state(), v1::RUN_FAILED);
   EXPECT_EQ(again->outcome()->error(), "oom: CUDA out of memory");
   // Unacknowledged chunks are the ones after the ack, as written before the restart.
-  MEDPROF_ASSERT_OK_AND_ASSIGN(std::vector<v1::ResultChunk> pending, again->ReadChunks(again->acked_seq() + 1, 100, 1 << 20));
+  MEDPROF_ASSERT_OK_AND_ASSIGN(std::vector<v1::ResultChunk> pending,
+                               again->ReadChunks(again->acked_seq() + 1, 100, 1 << 20));
   ASSERT_EQ(pending.size(), 2u);
   EXPECT_EQ(pending[0].seq(), 4u);
   EXPECT_EQ(pending[0].message().step().step(), 3);
@@ -209,7 +211,8 @@ TEST(SpoolTest, AWriteErrorAppendsNothingAndNamesTheCause) {
   const absl::Status s = spool->Append(big);
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
   std::signal(SIGXFSZ, previous);
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal, HasSubstr("appending result 2 to " + dir + "/results.log: File too large")));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal,
+                          HasSubstr("appending result 2 to " + dir + "/results.log: File too large")));
   EXPECT_EQ(spool->last_seq(), 1u);
   EXPECT_EQ(FileSize(dir + "/results.log"), before) << "the partial record must be cut off";
   // Once space is back, appending goes on with the same seq.
@@ -221,7 +224,8 @@ TEST(SpoolTest, AWriteErrorAppendsNothingAndNamesTheCause) {
 
 TEST(SpoolTest, RunDirsAreListed) {
   const std::string root = FreshDir("spool-list");
-  for (const char* id : {"b", "a", "c"}) ASSERT_THAT(RunSpool::Create(root + "/" + id, MakeAssignment(id)), IsOk());
+  for (const char* id : {"b", "a", "c"})
+    ASSERT_THAT(RunSpool::Create(root + "/" + id, MakeAssignment(id)), IsOk());
   std::ofstream(root + "/stray-file") << "x";
   MEDPROF_ASSERT_OK_AND_ASSIGN(std::vector<std::string> dirs, ListRunDirs(root));
   EXPECT_THAT(dirs, ::testing::ElementsAre(root + "/a", root + "/b", root + "/c"));
@@ -232,14 +236,16 @@ TEST(WorkDirTest, LockAndStableName) {
   MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkDir> wd, WorkDir::Open(path));
   EXPECT_TRUE(PathExists(path + "/spool"));
   // A second agent on the same work dir is refused, naming the holder.
-  EXPECT_THAT(WorkDir::Open(path), StatusIs(absl::StatusCode::kFailedPrecondition,
-                                            HasSubstr(absl::StrCat("in use by another medprof-agent (pid ", ::getpid()))));
+  EXPECT_THAT(WorkDir::Open(path),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr(absl::StrCat("in use by another medprof-agent (pid ", ::getpid()))));
   MEDPROF_ASSERT_OK_AND_ASSIGN(std::string name, wd->AgentName("", "gpu-node-7.cluster.example.org"));
   EXPECT_THAT(name, ::testing::MatchesRegex("gpu-node-7-[0-9a-f]{8}"));
   EXPECT_EQ(*ReadFile(path + "/agent-name"), name + "\n");
   EXPECT_EQ(*wd->AgentName("", "another-host"), name) << "the stored name is stable";
   EXPECT_EQ(*wd->AgentName("explicit", "h"), "explicit");
-  EXPECT_THAT(wd->AgentName("bad name", "h"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bad name")));
+  EXPECT_THAT(wd->AgentName("bad name", "h"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bad name")));
   wd.reset();
   EXPECT_THAT(WorkDir::Open(path), IsOk()) << "the lock is released with the object";
 }
