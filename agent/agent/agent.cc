@@ -123,7 +123,6 @@ void Agent::Drain(const std::string& reason) {
     std::lock_guard<std::mutex> lock(mu_);
     if (draining_) return;
     draining_ = true;
-    drain_reason_ = reason;
     drain_deadline_ns_ = MonotonicNs() + config_.drain_timeout_ms * kNsPerMs;
     grace_ms = config_.drain_timeout_ms - UploadReserveMs(config_.drain_timeout_ms);
     for (auto& [id, runner] : runners_) {
@@ -174,20 +173,6 @@ absl::Status Agent::Wait() {
   std::lock_guard<std::mutex> lock(mu_);
   kLog.Info("drained{}", fatal_.ok() ? "" : " after a fatal error");
   return fatal_;
-}
-
-std::string Agent::agent_id() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return agent_id_;
-}
-
-std::vector<std::string> Agent::LiveRunIds() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> out;
-  for (const auto& [id, runner] : runners_) {
-    if (!runner->finished()) out.push_back(id);
-  }
-  return out;
 }
 
 int Agent::registrations() const {

@@ -80,9 +80,7 @@ class Agent {
   // otherwise. Runs not flushed by the deadline stay in the spool for the next start.
   absl::Status Wait();
 
-  // For tests and logs.
-  std::string agent_id() const;
-  std::vector<std::string> LiveRunIds() const;
+  // Successful registrations so far (tests).
   int registrations() const;
 
  private:
@@ -119,7 +117,6 @@ class Agent {
   bool connected_ = true;  // for logging transitions only
   int64_t disconnected_since_ns_ = 0;
   bool draining_ = false;
-  std::string drain_reason_;
   int64_t drain_deadline_ns_ = 0;
   bool stop_heartbeats_ = false;
   absl::Status fatal_;

@@ -100,7 +100,8 @@ class Uploader {
   };
 
   void Loop();
-  // One pass over a run; false when it should be retried later (backoff set by caller).
+  // One pass over a run. *done: the run is finished on the server (or dropped) and its
+  // directory gone. An error is retried after the entry's backoff.
   absl::Status Process(Entry& entry, const std::string& agent_id, bool* done);
   absl::Status UploadPending(Entry& entry, const std::string& agent_id);
   absl::Status Finish(Entry& entry, const std::string& agent_id, bool* done);
