@@ -125,6 +125,14 @@ int main(int argc, char** argv) {
     uplink_options.use_tls = true;
     uplink_options.tls_ca_pem = *pem;
   }
+  if (!options.tls_cert.empty()) {
+    absl::StatusOr<std::string> cert = ReadFile(options.tls_cert);
+    if (!cert.ok()) return Fail(cert.status());
+    absl::StatusOr<std::string> key = ReadFile(options.tls_key);
+    if (!key.ok()) return Fail(key.status());
+    uplink_options.tls_cert_pem = *cert;
+    uplink_options.tls_key_pem = *key;
+  }
   absl::StatusOr<std::unique_ptr<Uplink>> uplink = Uplink::Create(uplink_options);
   if (!uplink.ok()) return Fail(uplink.status());
 
@@ -142,8 +150,11 @@ int main(int argc, char** argv) {
       Agent::Create(std::move(config), *std::move(work_dir), *std::move(uplink), MakeProcessLauncher());
   if (!agent.ok()) return Fail(agent.status());
 
-  kLog.Info("{} starting: name {}, server {} ({}), work dir {}, worker {}", AgentVersionLine(), *name,
-            options.server, options.tls_ca.empty() ? "plain text, loopback" : "TLS", work_path, worker);
+  kLog.Info(
+      "{} starting: name {}, server {} ({}), work dir {}, worker {}", AgentVersionLine(), *name,
+      options.server,
+      options.tls_ca.empty() ? "plain text, loopback" : (options.tls_cert.empty() ? "TLS" : "mutual TLS"),
+      work_path, worker);
   if (absl::Status s = (*agent)->Start(); !s.ok()) {
     kLog.Error("cannot start: {}", s.ToString());
     return 1;

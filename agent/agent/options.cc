@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/agent/file_util.h"
 #include "common/logging.h"
+#include "common/status.h"
 
 namespace medprof::agent {
 namespace {
@@ -24,6 +25,16 @@ bool AllNameChars(const std::string& s) {
     if (!IsNameChar(c)) return false;
   }
   return true;
+}
+
+// A readable file holding `marker` (a PEM block of the named kind).
+absl::Status CheckPemFile(const char* flag, const std::string& path, const char* marker, const char* what) {
+  auto pem = ReadFile(path);
+  if (!pem.ok()) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", pem.status().message()));
+  if (pem->find(marker) == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " holds no PEM ", what));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -54,6 +65,8 @@ void AddFlags(CLI::App* app, AgentOptions* o) {
       ->capture_default_str();
   app->add_option("--tls-ca", o->tls_ca,
                   "PEM CA bundle that signed the server certificate (required off loopback)");
+  app->add_option("--tls-cert", o->tls_cert, "PEM client certificate chain (servers requiring mutual TLS)");
+  app->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert");
   app->add_option("--token-file", o->token_file, "File holding the agent's bearer token (or $MEDPROF_TOKEN)");
   app->add_option("--log-level", o->log_level, "debug|info|warn|error|off")->capture_default_str();
   app->add_flag("--print-inventory", o->print_inventory, "Print devices and labels, then exit");
@@ -206,11 +219,19 @@ absl::Status ValidateOptions(AgentOptions* o, const EnvLookup& env) {
         "certificate, or /etc/ssl/certs/ca-certificates.crt for a public CA)"));
   }
   if (!o->tls_ca.empty()) {
-    auto pem = ReadFile(o->tls_ca);
-    if (!pem.ok()) return absl::InvalidArgumentError(absl::StrCat("--tls-ca: ", pem.status().message()));
-    if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("--tls-ca: ", o->tls_ca, " holds no PEM certificate"));
+    MEDPROF_RETURN_IF_ERROR(
+        CheckPemFile("--tls-ca", o->tls_ca, "-----BEGIN CERTIFICATE-----", "certificate"));
+  }
+  if (o->tls_cert.empty() != o->tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key: give both (mutual TLS) or neither");
+  }
+  if (!o->tls_cert.empty()) {
+    if (o->tls_ca.empty()) {
+      return absl::InvalidArgumentError("--tls-cert: a client certificate needs TLS; pass --tls-ca as well");
     }
+    MEDPROF_RETURN_IF_ERROR(
+        CheckPemFile("--tls-cert", o->tls_cert, "-----BEGIN CERTIFICATE-----", "certificate"));
+    MEDPROF_RETURN_IF_ERROR(CheckPemFile("--tls-key", o->tls_key, "PRIVATE KEY-----", "private key"));
   }
   if (auto token = LoadToken(*o, env); !token.ok()) return token.status();
   return absl::OkStatus();

@@ -50,6 +50,10 @@ struct AgentOptions {
   // PEM file of the CA that signed the server certificate. Required unless the server is on
   // loopback (plain text is refused elsewhere). The system bundle works for public CAs.
   std::string tls_ca;
+  // PEM client certificate chain and its private key, for servers that require mutual TLS.
+  // Optional; both or neither, and only with --tls-ca.
+  std::string tls_cert;
+  std::string tls_key;
   // File holding the agent's bearer token (or $MEDPROF_TOKEN). Optional; never a flag value.
   std::string token_file;
   // debug|info|warn|error|off (default info).

@@ -45,6 +45,8 @@ absl::StatusOr<std::unique_ptr<Uplink>> Uplink::Create(const UplinkOptions& opti
   if (options.use_tls) {
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = options.tls_ca_pem;
+    ssl.pem_cert_chain = options.tls_cert_pem;
+    ssl.pem_private_key = options.tls_key_pem;
     creds = grpc::SslCredentials(ssl);
   } else {
     creds = grpc::InsecureChannelCredentials();

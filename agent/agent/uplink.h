@@ -25,6 +25,9 @@ struct UplinkOptions {
   // TLS with this PEM root bundle when use_tls; plain text otherwise.
   bool use_tls = false;
   std::string tls_ca_pem;
+  // Client certificate chain and key (PEM) for mutual TLS; both empty = none.
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
   // Bearer token ("" = none).
   std::string token;
   // Deadline of Register/Heartbeat/FinishRun, in ms (default 15000).

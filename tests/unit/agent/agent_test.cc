@@ -388,11 +388,28 @@ class FakeAgentService final : public v1::AgentService::Service {
   ServerState* s_;
 };
 
+std::string TlsFile(const std::string& name) {
+  auto text = ReadFile(std::string(MEDPROF_AGENT_TESTDATA) + "/tls/" + name);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.value_or("");
+}
+
+enum class ServerTls { kNone, kTls, kMutual };
+
 class TestServer {
  public:
-  TestServer(ServerState* state, int port = 0) : service_(state) {
+  TestServer(ServerState* state, int port = 0, ServerTls tls = ServerTls::kNone) : service_(state) {
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), grpc::InsecureServerCredentials(), &port_);
+    std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+    if (tls != ServerTls::kNone) {
+      grpc::SslServerCredentialsOptions o(tls == ServerTls::kMutual
+                                              ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                              : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+      o.pem_key_cert_pairs.push_back({TlsFile("server.key"), TlsFile("server.crt")});
+      if (tls == ServerTls::kMutual) o.pem_root_certs = TlsFile("ca.crt");
+      creds = grpc::SslServerCredentials(o);
+    }
+    builder.AddListeningPort(absl::StrCat("127.0.0.1:", port), creds, &port_);
     builder.RegisterService(&service_);
     server_ = builder.BuildAndStart();
   }
@@ -455,13 +472,15 @@ class AgentTest : public ::testing::Test {
     server_.reset();
   }
 
-  std::unique_ptr<Agent> MakeAgent(int gpus, int max_jobs = 0, int port = 0) {
+  std::unique_ptr<Agent> MakeAgent(int gpus, int max_jobs = 0, int port = 0,
+                                   const std::function<void(UplinkOptions&)>& tls = nullptr) {
     auto work_dir = WorkDir::Open(work_);
     EXPECT_TRUE(work_dir.ok()) << work_dir.status();
     UplinkOptions uo;
     uo.target = absl::StrCat("127.0.0.1:", port != 0 ? port : server_->port());
     uo.call_timeout_ms = 2000;
     uo.upload_timeout_ms = 2000;
+    if (tls) tls(uo);
     auto uplink = Uplink::Create(uo);
     EXPECT_TRUE(uplink.ok());
     FakeProbe probe(gpus);
@@ -927,6 +946,58 @@ TEST_F(AgentTest, AnAssignmentForABusyOrUnknownDeviceFailsWithTheCause) {
   EXPECT_EQ(f.error(), "the server assigned device 5, which is not a free device of this agent (free: 0,1)");
   EXPECT_EQ(f.last_seq(), 0u);
   EXPECT_TRUE(launcher_.specs().empty());
+}
+
+TEST_F(AgentTest, TlsWithTheServersCaRegistersAndRunsAJob) {
+  server_ = std::make_unique<TestServer>(&state_, 0, ServerTls::kTls);
+  launcher_.behavior = [](const LaunchSpec&) {
+    FakeBehavior b;
+    b.records = {Started(), Summary()};
+    return b;
+  };
+  Queue(Job("t1"));
+  agent_ = MakeAgent(/*gpus=*/1, 0, 0, [](UplinkOptions& o) {
+    o.use_tls = true;
+    o.tls_ca_pem = TlsFile("ca.crt");
+  });
+  ASSERT_TRUE(agent_->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return Finished("t1"); }));
+  EXPECT_EQ(v1::RunState_Name(FinishOf("t1").state()), "RUN_SUCCEEDED");
+}
+
+TEST_F(AgentTest, TlsWithAnotherCaNeverReachesTheServer) {
+  server_ = std::make_unique<TestServer>(&state_, 0, ServerTls::kTls);
+  agent_ = MakeAgent(/*gpus=*/1, 0, 0, [](UplinkOptions& o) {
+    o.use_tls = true;
+    o.tls_ca_pem = TlsFile("other-ca.crt");
+  });
+  ASSERT_TRUE(agent_->Start().ok());
+  std::this_thread::sleep_for(600ms);
+  EXPECT_EQ(agent_->registrations(), 0);
+  std::lock_guard<std::mutex> lock(state_.mu);
+  EXPECT_TRUE(state_.registers.empty());
+}
+
+TEST_F(AgentTest, MutualTlsNeedsTheClientCertificate) {
+  server_ = std::make_unique<TestServer>(&state_, 0, ServerTls::kMutual);
+  agent_ = MakeAgent(/*gpus=*/1, 0, 0, [](UplinkOptions& o) {
+    o.use_tls = true;
+    o.tls_ca_pem = TlsFile("ca.crt");
+  });
+  ASSERT_TRUE(agent_->Start().ok());
+  std::this_thread::sleep_for(600ms);
+  EXPECT_EQ(agent_->registrations(), 0) << "registered without a client certificate";
+  agent_->Drain("next agent");
+  ASSERT_TRUE(agent_->Wait().ok());
+  agent_.reset();
+  agent_ = MakeAgent(/*gpus=*/1, 0, 0, [](UplinkOptions& o) {
+    o.use_tls = true;
+    o.tls_ca_pem = TlsFile("ca.crt");
+    o.tls_cert_pem = TlsFile("client.crt");
+    o.tls_key_pem = TlsFile("client.key");
+  });
+  ASSERT_TRUE(agent_->Start().ok());
+  ASSERT_TRUE(Eventually([&] { return agent_->registrations() == 1; }));
 }
 
 TEST_F(AgentTest, ARefusedRegistrationIsFatal) {

@@ -133,6 +133,31 @@ TEST(OptionsTest, TlsCaMustBeAReadablePemFile) {
   EXPECT_THAT(ValidateOptions(&good, FakeEnv({})), IsOk());
 }
 
+TEST(OptionsTest, ClientCertificatesComeAsAPairWithTls) {
+  const std::string ca =
+      WriteTemp("ca2.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+  const std::string cert =
+      WriteTemp("client.pem", "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n");
+  const std::string key =
+      WriteTemp("client.key", "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n");
+  AgentOptions only_cert =
+      Parse({"--work-dir", "/w", "--server", "m.example.org:443", "--tls-ca", ca, "--tls-cert", cert});
+  EXPECT_THAT(ValidateOptions(&only_cert, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls-cert and --tls-key: give both")));
+  AgentOptions no_ca =
+      Parse({"--work-dir", "/w", "--server", "127.0.0.1:1", "--tls-cert", cert, "--tls-key", key});
+  EXPECT_THAT(ValidateOptions(&no_ca, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("pass --tls-ca as well")));
+  AgentOptions swapped = Parse({"--work-dir", "/w", "--server", "m.example.org:443", "--tls-ca", ca,
+                                "--tls-cert", cert, "--tls-key", cert});
+  EXPECT_THAT(ValidateOptions(&swapped, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--tls-key: " + cert + " holds no PEM private key")));
+  AgentOptions good = Parse({"--work-dir", "/w", "--server", "m.example.org:443", "--tls-ca", ca,
+                             "--tls-cert", cert, "--tls-key", key});
+  EXPECT_THAT(ValidateOptions(&good, FakeEnv({})), IsOk());
+}
+
 TEST(OptionsTest, ServerAddressesAreParsed) {
   auto a = ParseServerAddress("10.0.0.5:8443");
   ASSERT_THAT(a, IsOk());
