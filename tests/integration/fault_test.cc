@@ -70,7 +70,7 @@ bool StudyDone(const std::string& db, const std::string& study) {
                                 "' AND state IN ('queued', 'running')")) == 0;
 }
 
-// medprof-worker processes whose command line mentions `needle` (e.g. an agent's work dir).
+// medprof-worker processes (argv[0] ends in medprof-worker) whose command line mentions `needle` (e.g. an agent's work dir).
 int WorkersMentioning(const std::string& needle) {
   int n = 0;
   for (const auto& e : fs::directory_iterator("/proc")) {
@@ -78,8 +78,10 @@ int WorkersMentioning(const std::string& needle) {
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream f(e.path() / "cmdline");
     std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::string argv0 = cmd.substr(0, cmd.find('\0'));
     std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    if (cmd.find("medprof-worker") != std::string::npos && cmd.find(needle) != std::string::npos) ++n;
+    const bool is_worker = argv0.size() >= 14 && argv0.compare(argv0.size() - 14, 14, "medprof-worker") == 0;
+    if (is_worker && cmd.find(needle) != std::string::npos) ++n;
   }
   return n;
 }
