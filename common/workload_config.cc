@@ -66,10 +66,15 @@ void ApplyDefaults(v1::WorkloadConfig* c) {
   }
   if (!c->has_res_blocks()) c->set_res_blocks(1);
   if (c->attention_ds_size() == 0) {
-    // The published model attends at downsampling factor 8 (16^3 of 128^3); shallower
-    // (test-size) models attend at their deepest level instead.
+    // Med-DDPM's attention_resolutions "16": attention where the feature map is 16 voxels wide,
+    // i.e. at downsampling factor input_size / 16 (input_size = the volume's height). When that
+    // factor is no level of the model (BraTS: 192 / 16 = 12), only the middle block attends,
+    // written as [0].
     const int deepest = 1 << (std::max(1, c->channel_mult_size()) - 1);
-    c->add_attention_ds(std::min(8, deepest));
+    const int image = VolumeDims(*c).h;
+    const int ds = image / 16;
+    const bool is_level = image % 16 == 0 && ds >= 1 && ds <= deepest && (ds & (ds - 1)) == 0;
+    c->add_attention_ds(is_level ? ds : 0);
   }
   if (!c->has_in_channels()) c->set_in_channels(3);
   if (!c->has_out_channels()) c->set_out_channels(1);
@@ -124,8 +129,10 @@ absl::Status Validate(const v1::WorkloadConfig& c) {
                                                    c.base_channels()));
   }
   for (int ds : c.attention_ds()) {
+    if (ds == 0 && c.attention_ds_size() == 1) continue;  // [0]: middle block only
     if (ds < 1 || ds > multiple || (ds & (ds - 1)) != 0) {
-      return OutOfRange("attention_ds", ds, absl::StrCat("a power of two, 1..", multiple));
+      return OutOfRange("attention_ds", ds,
+                        absl::StrCat("a power of two, 1..", multiple, "; or a single 0 for middle-block attention only"));
     }
   }
   if (auto s = CheckRange("grad_accum", c.grad_accum(), 1, kMaxGradAccum); !s.ok()) return s;

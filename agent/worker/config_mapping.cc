@@ -17,7 +17,10 @@ meddpm::WorkloadOptions ToWorkloadOptions(const v1::WorkloadConfig& c, v1::Devic
   o.model.base_channels = c.base_channels();
   o.model.channel_mult.assign(c.channel_mult().begin(), c.channel_mult().end());
   o.model.res_blocks = c.res_blocks();
-  o.model.attention_ds.assign(c.attention_ds().begin(), c.attention_ds().end());
+  o.model.attention_ds.clear();
+  for (int ds : c.attention_ds()) {
+    if (ds > 0) o.model.attention_ds.push_back(ds);  // [0] = no encoder/decoder attention
+  }
   o.model.groups = c.groups();
   switch (c.phase()) {
     case v1::PHASE_FORWARD: o.phase = meddpm::Phase::kForward; break;

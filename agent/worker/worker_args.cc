@@ -47,7 +47,7 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
   bool fused = false, no_fused = false, describe = false, version = false, metrics = false;
 
   const std::string presets = config::PresetList();
-  auto* o_preset = app.add_option("--preset", preset, "Preset: " + presets + " (required unless --job)");
+  auto* o_preset = app.add_option("--preset", preset, "Preset: " + presets + " (required unless --job; --describe defaults to baseline)");
   auto* o_phase = app.add_option("--phase", phase, "Phase: forward|train|sample (default train)");
   auto* o_volume = app.add_option("--volume", volume, "Cubic volume edge in voxels (default 128)");
   auto* o_depth = app.add_option("--depth", depth, "Volume depth (overrides --volume on that axis)");
@@ -125,7 +125,10 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
     c = *std::move(parsed);
     out_args.job_path = job;
   } else if (o_preset->count() == 0) {
-    return Invalid(absl::StrCat("--preset is required unless --job is given (allowed: ", presets, ")"));
+    if (!describe) {
+      return Invalid(absl::StrCat("--preset is required unless --job is given (allowed: ", presets, ")"));
+    }
+    c.set_preset("baseline");  // --describe alone describes the published model under the baseline preset
   }
   if (o_preset->count()) c.set_preset(preset);
   if (o_phase->count()) {

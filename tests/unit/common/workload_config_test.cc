@@ -82,6 +82,24 @@ TEST(WorkloadConfigTest, PresetFlagsAndOverrides) {
   EXPECT_FALSE(EffectiveFlags(Defaults("baseline")).tf32);
 }
 
+TEST(WorkloadConfigTest, AttentionFollowsMedDdpmsSixteenWideRule) {
+  EXPECT_THAT(Defaults().attention_ds(), ::testing::ElementsAre(8));  // 128 / 16
+  v1::WorkloadConfig brats;
+  brats.set_preset("baseline");
+  brats.set_depth(144);
+  brats.set_height(192);
+  brats.set_width(192);
+  ApplyDefaults(&brats);
+  EXPECT_THAT(brats.attention_ds(), ::testing::ElementsAre(0));  // 192 / 16 = 12: middle block only
+  EXPECT_THAT(Validate(brats), IsOk());
+  auto c = Defaults();
+  c.clear_attention_ds();
+  c.add_attention_ds(0);
+  c.add_attention_ds(8);
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    AllOf(HasSubstr("attention_ds: 0"), HasSubstr("a single 0"))));
+}
+
 TEST(WorkloadConfigTest, NonCubicDims) {
   auto c = Defaults();
   c.set_depth(144);
