@@ -35,7 +35,8 @@ build_pkgs=(
   libcli11-dev nlohmann-json3-dev libbenchmark-dev libabsl-dev
   prometheus-cpp-dev libtorch-dev libopenblas0-pthread
 )
-test_pkgs=(shellcheck python3 clang libclang-rt-14-dev chromium systemd)
+# Test tools. (chromium, clang and libFuzzer come with the report and fuzzing work.)
+test_pkgs=(shellcheck python3)
 runtime_pkgs=(libgrpc++1.51 libsqlite3-0 libopenblas0-pthread)
 
 export DEBIAN_FRONTEND=noninteractive

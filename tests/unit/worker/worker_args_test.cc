@@ -171,7 +171,7 @@ TEST(ToWorkloadOptionsTest, MapsEveryField) {
   EXPECT_EQ(o.width, 64);
   EXPECT_EQ(o.model.base_channels, 8);
   EXPECT_THAT(o.model.channel_mult, ElementsAre(1, 2));
-  EXPECT_THAT(o.model.attention_ds, ElementsAre(2));  // deepest level of a 2-level model
+  EXPECT_THAT(o.model.attention_ds, ElementsAre(2));  // Med-DDPM rule: height 32 / 16
   EXPECT_EQ(o.model.groups, 8);
   EXPECT_TRUE(o.tf32);
   EXPECT_FALSE(o.channels_last);

@@ -99,7 +99,7 @@ std::vector<v1::WorkerMessage> ReadFile(const std::string& path) {
 }
 
 const std::vector<std::string> kTiny = {"--preset", "baseline", "--base-channels", "8", "--channel-mult", "1,2",
-                                        "--volume", "16", "--threads", "2"};
+                                        "--volume", "16", "--attention-ds", "2", "--threads", "2"};
 
 std::vector<std::string> Tiny(std::vector<std::string> more) {
   std::vector<std::string> args = kTiny;

@@ -65,7 +65,7 @@ class WorkerGpuTest : public ::testing::Test {
   std::vector<v1::WorkerMessage> Run(const std::string& phase, const std::string& name) {
     const std::string stem = ::testing::TempDir() + "/medprof_worker_gpu_" + name;
     const int code = RunWorker({"--preset", "baseline", "--base-channels", "8", "--channel-mult", "1,2",
-                                "--volume", "16", "--steps", "3", "--warmup", "1", "--phase", phase,
+                                "--volume", "16", "--attention-ds", "2", "--steps", "3", "--warmup", "1", "--phase", phase,
                                 "--grad-accum", "1", "--device", "cuda", "--out", stem + ".pb"},
                                stem);
     EXPECT_EQ(code, 0) << "stderr in " << stem << ".stderr";
