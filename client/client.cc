@@ -1,5 +1,7 @@
 #include "client/client.h"
 
+#include "common/net.h"
+
 #include <arpa/inet.h>
 
 #include <cerrno>
@@ -50,16 +52,7 @@ bool IsLoopbackAddress(absl::string_view server) {
   absl::ConsumePrefix(&server, "ipv4:");
   absl::ConsumePrefix(&server, "ipv6:");
   const std::string host(HostOf(server));
-  if (absl::AsciiStrToLower(host) == "localhost") return true;
-  in_addr v4{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  }
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
-    return std::memcmp(&v6, &in6addr_loopback, sizeof(v6)) == 0;
-  }
-  return false;
+  return net::IsLoopbackHost(host);
 }
 
 bool UsesTls(const ConnectionOptions& options) {

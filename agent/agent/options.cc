@@ -1,5 +1,7 @@
 #include "agent/agent/options.h"
 
+#include "common/net.h"
+
 #include <arpa/inet.h>
 #include <unistd.h>
 
@@ -77,21 +79,7 @@ std::string ServerAddress::Target() const {
   return absl::StrCat(host, ":", port);
 }
 
-bool IsLoopbackHost(const std::string& host) {
-  const std::string h = absl::AsciiStrToLower(host);
-  if (h == "localhost" || h == "localhost.localdomain" || h == "ip6-localhost") return true;
-  in_addr v4;
-  if (::inet_pton(AF_INET, h.c_str(), &v4) == 1) {
-    return (ntohl(v4.s_addr) >> 24) == 127;
-  }
-  in6_addr v6;
-  if (::inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
-    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
-    // ::ffff:127.x.y.z
-    if (IN6_IS_ADDR_V4MAPPED(&v6)) return v6.s6_addr[12] == 127;
-  }
-  return false;
-}
+bool IsLoopbackHost(const std::string& host) { return net::IsLoopbackHost(host); }
 
 absl::StatusOr<ServerAddress> ParseServerAddress(const std::string& text, const std::string& field) {
   const std::string usage =

@@ -1,5 +1,7 @@
 #include "server/rpc/grpc_server.h"
 
+#include "common/net.h"
+
 #include <arpa/inet.h>
 
 #include <cerrno>
@@ -63,14 +65,7 @@ absl::StatusOr<ListenAddress> ParseListenAddress(const std::string& text) {
   return a;
 }
 
-bool IsLoopback(const std::string& host) {
-  if (absl::AsciiStrToLower(host) == "localhost") return true;
-  in_addr v4{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) return IN6_IS_ADDR_LOOPBACK(&v6);
-  return false;
-}
+bool IsLoopback(const std::string& host) { return net::IsLoopbackHost(host); }
 
 absl::Status GrpcServer::CheckOptions(const GrpcServerOptions& options) {
   MEDPROF_ASSIGN_OR_RETURN(ListenAddress address, ParseListenAddress(options.listen));
