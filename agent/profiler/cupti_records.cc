@@ -22,6 +22,17 @@ const char* MemcpyName(uint8_t copy_kind) {
   }
 }
 
+// Memcpy and memset records carry the same timing, placement and size fields.
+template <typename Transfer>
+void CopyTransferFields(const Transfer& t, TraceRecord* out) {
+  out->start_ns = t.start;
+  out->end_ns = t.end;
+  out->correlation_id = t.correlationId;
+  out->device_id = t.deviceId;
+  out->stream_id = t.streamId;
+  out->bytes = t.bytes;
+}
+
 bool ConvertActivity(const CUpti_Activity* record, TraceRecord* out) {
   if (record == nullptr) return false;
   *out = TraceRecord{};
@@ -48,24 +59,14 @@ bool ConvertActivity(const CUpti_Activity* record, TraceRecord* out) {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy*>(record);
       out->kind = RecordKind::kMemcpy;
       out->name = MemcpyName(m->copyKind);
-      out->start_ns = m->start;
-      out->end_ns = m->end;
-      out->correlation_id = m->correlationId;
-      out->device_id = m->deviceId;
-      out->stream_id = m->streamId;
-      out->bytes = m->bytes;
+      CopyTransferFields(*m, out);
       return true;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset*>(record);
       out->kind = RecordKind::kMemset;
       out->name = "[memset]";
-      out->start_ns = m->start;
-      out->end_ns = m->end;
-      out->correlation_id = m->correlationId;
-      out->device_id = m->deviceId;
-      out->stream_id = m->streamId;
-      out->bytes = m->bytes;
+      CopyTransferFields(*m, out);
       return true;
     }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
