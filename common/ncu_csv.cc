@@ -1,0 +1,549 @@
+#include "common/ncu_csv.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/kernel_taxonomy.h"
+
+namespace medprof::ncu {
+namespace {
+
+// Debian 12's Abseil has its own string_view type: the public API takes std::string_view and
+// everything inside works on absl::string_view.
+absl::string_view A(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+absl::Status Bad(int line, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("ncu csv line ", line, ": ", what));
+}
+
+// Reads CSV records one at a time, skipping ncu's "==PROF==" style lines between records.
+class RecordReader {
+ public:
+  explicit RecordReader(absl::string_view text) : text_(text) {}
+
+  // Fills `fields` with the next record; false at the end. `line` = where it starts.
+  absl::StatusOr<bool> Next(std::vector<std::string>* fields, int* line) {
+    fields->clear();
+    // Skip blank lines and ncu's own log lines (they never start inside a quoted field).
+    while (pos_ < text_.size()) {
+      const size_t eol = text_.find('\n', pos_);
+      const absl::string_view l = text_.substr(pos_, eol == absl::string_view::npos ? absl::string_view::npos : eol - pos_);
+      const absl::string_view stripped = absl::StripAsciiWhitespace(l);
+      if (stripped.empty() || absl::StartsWith(stripped, "==")) {
+        pos_ = eol == absl::string_view::npos ? text_.size() : eol + 1;
+        ++line_;
+        continue;
+      }
+      break;
+    }
+    if (pos_ >= text_.size()) return false;
+    *line = line_;
+    std::string field;
+    bool quoted = false;     // inside quotes
+    bool was_quoted = false; // the current field started with a quote
+    while (true) {
+      if (pos_ >= text_.size()) {
+        if (quoted) return Bad(*line, "a quoted field is not closed before the end of the file");
+        fields->push_back(std::move(field));
+        break;
+      }
+      const char c = text_[pos_++];
+      if (quoted) {
+        if (c == '"') {
+          if (pos_ < text_.size() && text_[pos_] == '"') {
+            field += '"';
+            ++pos_;
+          } else {
+            quoted = false;
+          }
+        } else {
+          if (c == '\n') ++line_;
+          field += c;
+        }
+      } else if (c == '"') {
+        if (!field.empty() && !was_quoted) {
+          // A quote in the middle of an unquoted field: keep it as text (lenient, like ncu's readers).
+          field += c;
+        } else {
+          quoted = true;
+          was_quoted = true;
+        }
+      } else if (c == ',') {
+        fields->push_back(std::move(field));
+        field.clear();
+        was_quoted = false;
+      } else if (c == '\n') {
+        ++line_;
+        fields->push_back(std::move(field));
+        break;
+      } else if (c == '\r') {
+        // CRLF line ends: the \n that follows ends the record.
+      } else {
+        field += c;
+      }
+      if (field.size() > kMaxFieldBytes) {
+        return Bad(*line, absl::StrCat("a field is longer than ", kMaxFieldBytes, " bytes"));
+      }
+      if (fields->size() > kMaxColumns) {
+        return Bad(*line, absl::StrCat("more than ", kMaxColumns, " fields"));
+      }
+    }
+    return true;
+  }
+
+ private:
+  absl::string_view text_;
+  size_t pos_ = 0;
+  int line_ = 1;
+};
+
+// --------------------------------------------------------------------------- units
+
+struct Prefix {
+  char c;
+  double scale;
+};
+constexpr Prefix kBigPrefixes[] = {{'K', 1e3}, {'k', 1e3}, {'M', 1e6}, {'G', 1e9}, {'T', 1e12}, {'P', 1e15}};
+constexpr Prefix kSmallPrefixes[] = {{'n', 1e-9}, {'u', 1e-6}, {'m', 1e-3}};
+
+const std::set<std::string, std::less<>>& BaseUnits() {
+  static const auto* units = new std::set<std::string, std::less<>>{
+      "byte", "cycle", "inst", "hz", "sector", "request", "warp", "thread", "block", "register",
+      "transaction", "wavefront", "sample", "pass", "instruction", "flop", "op"};
+  return *units;
+}
+
+// One unit without '/': returns scale to the SI base and the base name; false when unknown.
+bool SplitPrefix(absl::string_view part, double* scale, std::string* base) {
+  if (part.empty()) return false;
+  if (part == "second") {
+    *scale = 1;
+    *base = "second";
+    return true;
+  }
+  if (BaseUnits().contains(std::string(part))) {
+    *scale = 1;
+    *base = std::string(part);
+    return true;
+  }
+  const absl::string_view rest = part.substr(1);
+  if (rest == "second") {
+    for (const Prefix& p : kSmallPrefixes) {
+      if (part[0] == p.c) {
+        *scale = p.scale;
+        *base = "second";
+        return true;
+      }
+    }
+  }
+  if (BaseUnits().contains(std::string(rest)) || rest == "second") {
+    for (const Prefix& p : kBigPrefixes) {
+      if (part[0] == p.c) {
+        *scale = p.scale;
+        *base = std::string(rest);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// --------------------------------------------------------------------------- metric names
+
+struct Known {
+  const char* perfworks;
+  const char* name;
+  const char* unit;
+};
+
+// docs/metrics.md, metrics layer table (GH100 names). Order = priority among names that feed
+// one medprof name (tensor_pipe_pct: the HMMA+HGMMA+QGMMA metric first, HMMA cycles second).
+constexpr Known kKnown[] = {
+    {"gpu__time_duration.sum", "duration_ns", "ns"},
+    {"sm__cycles_elapsed.avg", "sm_cycles", "cycles"},
+    {"sm__cycles_active.avg", "sm_active_cycles", "cycles"},
+    {"gpc__cycles_elapsed.max", "elapsed_cycles", "cycles"},
+    {"smsp__inst_executed.sum", "warp_instructions", "inst"},
+    {"smsp__thread_inst_executed.sum", "thread_instructions", "inst"},
+    {"sm__inst_executed.avg.per_cycle_active", "ipc", "inst/cycle"},
+    {"smsp__issue_active.avg.pct_of_peak_sustained_active", "issue_active_pct", "%"},
+    {"sm__warps_active.avg.pct_of_peak_sustained_active", "achieved_occupancy_pct", "%"},
+    {"sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
+     "tensor_pipe_pct", "%"},
+    {"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", "tensor_pipe_pct", "%"},
+    {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "fma_pipe_pct", "%"},
+    {"l1tex__t_sector_hit_rate.pct", "l1_hit_pct", "%"},
+    {"lts__t_sector_hit_rate.pct", "l2_hit_pct", "%"},
+    {"dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram_throughput_pct", "%"},
+    {"dram__bytes_read.sum", "dram_bytes_read", "bytes"},
+    {"dram__bytes_write.sum", "dram_bytes_write", "bytes"},
+    {"dram__bytes.sum", "dram_bytes", "bytes"},
+    {"smsp__average_warp_latency_per_inst_issued.ratio", "cpi", "cycles/inst"},
+    {"sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm_throughput_pct", "%"},
+    {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "memory_throughput_pct", "%"},
+    {"l1tex__throughput.avg.pct_of_peak_sustained_active", "l1_throughput_pct", "%"},
+    {"lts__throughput.avg.pct_of_peak_sustained_elapsed", "l2_throughput_pct", "%"},
+};
+
+// Families: prefix + <x> + suffix -> name_prefix + <x>.
+struct Family {
+  const char* prefix;
+  const char* suffix;
+  const char* name_prefix;
+  const char* unit;
+};
+constexpr Family kFamilies[] = {
+    {"smsp__average_warps_issue_stalled_", "_per_issue_active.ratio", "stall.", "cycles/issue"},
+    {"sm__inst_executed_pipe_", ".sum", "inst_pipe.", "inst"},
+    {"smsp__sass_thread_inst_executed_op_", "_pred_on.sum", "sass.", "thread inst"},
+};
+
+// Counters add up over launches; rates and percentages are averaged (duration-weighted).
+bool IsCounterUnit(absl::string_view unit, absl::string_view perfworks) {
+  if (unit.empty()) return absl::EndsWith(perfworks, ".sum");
+  if (absl::StrContains(unit, '/') || unit == "%") return false;
+  return unit == "ns" || unit == "cycles" || unit == "cycle" || unit == "inst" || unit == "bytes" ||
+         unit == "byte" || unit == "thread inst" || unit == "sector" || unit == "request" ||
+         unit == "warp" || unit == "instruction" || unit == "transaction" || unit == "wavefront" ||
+         unit == "flop";
+}
+
+// "(256, 1, 1)" -> {256, 1, 1}; empty when unreadable.
+std::vector<int> ParseDim3(absl::string_view text) {
+  text = absl::StripAsciiWhitespace(text);
+  if (!absl::ConsumePrefix(&text, "(") || !absl::ConsumeSuffix(&text, ")")) return {};
+  std::vector<int> out;
+  // Components are separated by ", "; a component may carry thousands separators ("2,048").
+  for (absl::string_view part : absl::StrSplit(text, ", ")) {
+    const std::optional<double> v = ParseNcuNumber(std::string_view(part.data(), part.size()));
+    if (!v.has_value() || *v < 0 || *v > 2147483647.0 || *v != std::floor(*v)) return {};
+    out.push_back(static_cast<int>(*v));
+  }
+  if (out.size() != 3) return {};
+  return out;
+}
+
+int64_t ClampToInt64(double v) {
+  if (!(v > 0)) return 0;
+  if (v >= 9.2e18) return INT64_MAX / 2;
+  return static_cast<int64_t>(std::llround(v));
+}
+
+int ClampToInt(double v) {
+  if (!(v > 0)) return 0;
+  if (v >= 2e9) return 2000000000;
+  return static_cast<int>(std::lround(v));
+}
+
+// What one metric column becomes.
+struct ColumnPlan {
+  int index = -1;
+  std::string perfworks;
+  double scale = 1;       // ncu unit -> normalized unit
+  MetricMapping mapping;
+  bool counter = false;
+};
+
+struct Acc {
+  double weighted = 0;  // sum of value (counters) or value * duration (rates)
+  double weight = 0;    // launches (counters) or duration (rates)
+  int source_priority = 1 << 30;
+  std::string unit;
+  bool counter = false;
+};
+
+}  // namespace
+
+int NcuTable::ColumnIndex(std::string_view name) const {
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::StatusOr<NcuTable> ParseNcuCsv(std::string_view input) {
+  absl::string_view text = A(input);
+  // A UTF-8 byte order mark is not part of the first column name.
+  if (absl::StartsWith(text, "\xEF\xBB\xBF")) text.remove_prefix(3);
+  RecordReader reader(text);
+  NcuTable t;
+  std::vector<std::string> fields;
+  int line = 0;
+  // The header: the first record whose first field is "ID".
+  while (true) {
+    absl::StatusOr<bool> more = reader.Next(&fields, &line);
+    if (!more.ok()) return more.status();
+    if (!*more) {
+      return absl::InvalidArgumentError(
+          "ncu csv: no header row starting with \"ID\" (expected the output of `ncu --csv --page raw`, "
+          "or `ncu --import FILE.ncu-rep --csv --page raw`)");
+    }
+    if (!fields.empty() && fields[0] == "ID") break;
+  }
+  t.columns = fields;
+  const int header_line = line;
+  if (t.ColumnIndex("Metric Name") >= 0 && t.ColumnIndex("Metric Value") >= 0) {
+    return Bad(header_line,
+               "this is the details page (one row per metric: \"Metric Name\", \"Metric Value\"); export "
+               "with `ncu --csv --page raw` (one row per kernel launch)");
+  }
+  if (t.ColumnIndex("Kernel Name") < 0) {
+    return Bad(header_line, "the header has no \"Kernel Name\" column (expected `ncu --csv --page raw` output)");
+  }
+  std::set<std::string> seen;
+  for (size_t i = 0; i < t.columns.size(); ++i) {
+    if (t.columns[i].empty()) return Bad(header_line, absl::StrCat("column ", i + 1, " has an empty name"));
+    if (!seen.insert(t.columns[i]).second) {
+      return Bad(header_line, absl::StrCat("column ", i + 1, " '", t.columns[i], "' appears twice"));
+    }
+  }
+  t.units.assign(t.columns.size(), "");
+  const int id_col = 0;
+  bool first = true;
+  while (true) {
+    absl::StatusOr<bool> more = reader.Next(&fields, &line);
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+    if (fields.size() != t.columns.size()) {
+      return Bad(line, absl::StrCat(fields.size(), " fields, but the header (line ", header_line, ") has ",
+                                    t.columns.size()));
+    }
+    // The units row: right after the header, with an empty ID.
+    if (first && fields[id_col].empty()) {
+      t.units = fields;
+      first = false;
+      continue;
+    }
+    first = false;
+    if (t.rows.size() >= kMaxRows) return Bad(line, absl::StrCat("more than ", kMaxRows, " kernel launches"));
+    t.rows.push_back(fields);
+    t.row_lines.push_back(line);
+  }
+  return t;
+}
+
+std::optional<double> ParseNcuNumber(std::string_view input) {
+  const absl::string_view text = absl::StripAsciiWhitespace(A(input));
+  if (text.empty() || text.size() > 64) return std::nullopt;
+  std::string digits;
+  digits.reserve(text.size());
+  for (char c : text) {
+    if (c != ',') digits += c;
+  }
+  double v = 0;
+  if (!absl::SimpleAtod(digits, &v) || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+UnitValue NormalizeUnit(double value, std::string_view unit_text) {
+  const absl::string_view unit = absl::StripAsciiWhitespace(A(unit_text));
+  if (unit.empty() || unit == "%") return {value, std::string(unit)};
+  const std::vector<absl::string_view> parts = absl::StrSplit(unit, '/');
+  if (parts.size() > 2) return {value, std::string(unit)};
+  double num_scale = 1, den_scale = 1;
+  std::string num, den;
+  if (!SplitPrefix(parts[0], &num_scale, &num)) return {value, std::string(unit)};
+  if (parts.size() == 2 && !SplitPrefix(parts[1], &den_scale, &den)) return {value, std::string(unit)};
+  if (parts.size() == 1 && num == "second") return {value * num_scale * 1e9, "ns"};
+  if (parts.size() == 1) return {value * num_scale, num};
+  return {value * num_scale / den_scale, absl::StrCat(num, "/", den)};
+}
+
+MetricMapping MapNcuMetric(std::string_view perfworks_name, std::string_view normalized_unit) {
+  const absl::string_view perfworks = A(perfworks_name);
+  int priority = 0;
+  for (const Known& k : kKnown) {
+    if (perfworks == k.perfworks) return {k.name, k.unit, true, priority};
+    ++priority;
+  }
+  for (const Family& f : kFamilies) {
+    absl::string_view rest = perfworks;
+    if (absl::ConsumePrefix(&rest, f.prefix) && absl::ConsumeSuffix(&rest, f.suffix) && !rest.empty() &&
+        rest.find('.') == absl::string_view::npos) {
+      return {absl::StrCat(f.name_prefix, rest), f.unit, true, 0};
+    }
+  }
+  return {absl::StrCat("ncu.", perfworks), std::string(A(normalized_unit)), false, 0};
+}
+
+absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t) {
+  if (t.rows.empty()) {
+    return absl::InvalidArgumentError("ncu csv: no kernel launches after the header (was anything profiled?)");
+  }
+  const int name_col = t.ColumnIndex("Kernel Name");
+  const int dur_col = t.ColumnIndex("gpu__time_duration.sum");
+  if (name_col < 0) return absl::InvalidArgumentError("ncu csv: no \"Kernel Name\" column");
+  if (dur_col < 0) {
+    return absl::InvalidArgumentError(
+        "ncu csv: no gpu__time_duration.sum column: kernel times are what medprof compares; profile with "
+        "`--metrics gpu__time_duration.sum,...` or a section set that includes it (e.g. --set basic)");
+  }
+  static const std::set<std::string> kIdentity = {
+      "ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time", "Context", "Stream",
+      "Block Size", "Grid Size", "Device", "CC", "Section Name", "Function Name", "Demangled Name",
+      "Mangled Name", "Estimated Speedup", "Estimated Speedup Type"};
+
+  // Plan the metric columns.
+  std::vector<ColumnPlan> plans;
+  for (size_t i = 0; i < t.columns.size(); ++i) {
+    if (kIdentity.contains(t.columns[i])) continue;
+    ColumnPlan p;
+    p.index = static_cast<int>(i);
+    p.perfworks = t.columns[i];
+    const UnitValue one = NormalizeUnit(1.0, t.units[i]);
+    p.scale = one.value;
+    p.mapping = MapNcuMetric(p.perfworks, one.unit);
+    p.counter = IsCounterUnit(p.mapping.known ? p.mapping.unit : one.unit, p.perfworks);
+    plans.push_back(std::move(p));
+  }
+  const double dur_scale = NormalizeUnit(1.0, t.units[dur_col]).value;
+
+  auto cell = [&](size_t row, int col) -> absl::string_view {
+    return col < 0 ? absl::string_view() : absl::string_view(t.rows[row][col]);
+  };
+  auto number = [&](size_t row, int col) -> std::optional<double> {
+    return col < 0 ? std::nullopt : ParseNcuNumber(t.rows[row][col]);
+  };
+  const int block_col = t.ColumnIndex("Block Size");
+  const int grid_col = t.ColumnIndex("Grid Size");
+  const int regs_col = t.ColumnIndex("launch__registers_per_thread");
+  const int smem_static_col = t.ColumnIndex("launch__shared_mem_per_block_static");
+  const int smem_dyn_col = t.ColumnIndex("launch__shared_mem_per_block_dynamic");
+  const int occ_col = t.ColumnIndex("sm__maximum_warps_per_active_cycle_pct");
+  const int display_col = t.ColumnIndex("device__attribute_display_name");
+
+  NcuRun run;
+  run.host = std::string(cell(0, t.ColumnIndex("Host Name")));
+  run.process = std::string(cell(0, t.ColumnIndex("Process Name")));
+  run.compute_capability = std::string(cell(0, t.ColumnIndex("CC")));
+  run.device_name = std::string(cell(0, display_col));
+
+  std::map<std::string, size_t> kernel_index;
+  std::map<std::string, std::map<std::string, Acc>> kernel_metrics;  // kernel -> name -> acc
+  std::map<std::string, Acc> run_metrics;
+  std::map<int, int> numeric_seen;  // column -> launches with a number
+
+  auto add = [](Acc& a, double v, double duration, bool counter, int priority, const std::string& unit) {
+    if (priority > a.source_priority) return;
+    if (priority < a.source_priority) a = Acc{0, 0, priority, unit, counter};
+    if (counter) {
+      a.weighted += v;
+      a.weight += 1;
+    } else {
+      a.weighted += v * duration;
+      a.weight += duration;
+    }
+  };
+
+  for (size_t r = 0; r < t.rows.size(); ++r) {
+    const std::string name(cell(r, name_col));
+    if (name.empty()) return Bad(t.row_lines[r], "\"Kernel Name\" is empty");
+    const std::optional<double> dur = number(r, dur_col);
+    if (!dur.has_value() || *dur < 0) {
+      return Bad(t.row_lines[r], absl::StrCat("gpu__time_duration.sum '", cell(r, dur_col).substr(0, 64),
+                                              "' is not a duration"));
+    }
+    const double ns = *dur * dur_scale;
+    const int64_t ins = ClampToInt64(ns);
+    ++run.launches;
+    run.gpu_time_ns += ins;
+
+    auto [it, inserted] = kernel_index.emplace(name, run.kernels.size());
+    if (inserted) {
+      NcuKernel k;
+      k.name = name;
+      k.category = std::string(taxonomy::CategoryName(taxonomy::ClassifyKernel(name)));
+      k.min_ns = ins;
+      k.max_ns = ins;
+      k.grid = ParseDim3(cell(r, grid_col));
+      k.block = ParseDim3(cell(r, block_col));
+      if (auto v = number(r, regs_col)) k.registers = ClampToInt(*v);
+      double smem = 0;
+      for (int col : {smem_static_col, smem_dyn_col}) {
+        if (col < 0) continue;
+        if (auto v = number(r, col)) smem += NormalizeUnit(*v, t.units[col]).value;
+      }
+      k.shared_bytes = ClampToInt(smem);
+      if (auto v = number(r, occ_col)) k.theoretical_occupancy = std::clamp(*v / 100.0, 0.0, 1.0);
+      run.kernels.push_back(std::move(k));
+    }
+    NcuKernel& k = run.kernels[it->second];
+    ++k.count;
+    k.total_ns += ins;
+    k.min_ns = std::min(k.min_ns, ins);
+    k.max_ns = std::max(k.max_ns, ins);
+
+    std::map<std::string, Acc>& km = kernel_metrics[name];
+    std::optional<double> dram_read, dram_write;
+    for (const ColumnPlan& p : plans) {
+      std::optional<double> v = number(r, p.index);
+      if (!v.has_value()) continue;
+      ++numeric_seen[p.index];
+      double value = *v * p.scale;
+      if (p.mapping.unit == "%") value = std::clamp(value, 0.0, 100.0);
+      add(km[p.mapping.name], value, ns, p.counter, p.mapping.priority, p.mapping.unit);
+      if (p.mapping.known) add(run_metrics[p.mapping.name], value, ns, p.counter, p.mapping.priority, p.mapping.unit);
+      if (p.mapping.name == "dram_bytes_read") dram_read = value;
+      if (p.mapping.name == "dram_bytes_write") dram_write = value;
+    }
+    // dram_bytes = read + write when the export has no dram__bytes.sum of its own.
+    if (dram_read && dram_write && t.ColumnIndex("dram__bytes.sum") < 0) {
+      add(km["dram_bytes"], *dram_read + *dram_write, ns, true, 0, "bytes");
+      add(run_metrics["dram_bytes"], *dram_read + *dram_write, ns, true, 0, "bytes");
+    }
+  }
+
+  for (const ColumnPlan& p : plans) {
+    if (numeric_seen[p.index] == 0 && !t.columns[p.index].empty() && p.index != display_col) {
+      // String-valued columns (device attributes, cache configs) are not metrics; say nothing
+      // unless the column is a known metric that was n/a everywhere.
+      if (p.mapping.known) {
+        run.warnings.push_back(absl::StrCat(p.perfworks, ": no numeric value on any launch (n/a on this chip?)"));
+      }
+    }
+  }
+
+  std::stable_sort(run.kernels.begin(), run.kernels.end(), [](const NcuKernel& a, const NcuKernel& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
+  });
+
+  // Run scope.
+  run.metrics.push_back({"run", "gpu_time_ns", static_cast<double>(run.gpu_time_ns), "ns"});
+  std::map<std::string, int64_t> by_category;
+  for (const NcuKernel& k : run.kernels) by_category[k.category] += k.total_ns;
+  for (const auto& [category, ns] : by_category) {
+    const double share = run.gpu_time_ns > 0 ? static_cast<double>(ns) / static_cast<double>(run.gpu_time_ns) : 0;
+    run.metrics.push_back({"run", absl::StrCat("share.", category), share, ""});
+  }
+  run.metrics.push_back({"run", "metrics.kernels_profiled", static_cast<double>(run.kernels.size()), ""});
+  for (const auto& [name, a] : run_metrics) {
+    if (a.weight <= 0 && a.counter) continue;
+    if (a.counter) {
+      run.metrics.push_back({"run", name, a.weighted, a.unit});
+    } else if (a.weight > 0) {
+      run.metrics.push_back({"run", absl::StrCat(name, ".avg"), a.weighted / a.weight, a.unit});
+    }
+  }
+  // Kernel scope.
+  for (const NcuKernel& k : run.kernels) {
+    const std::string scope = absl::StrCat("kernel:", k.name);
+    for (const auto& [name, a] : kernel_metrics[k.name]) {
+      if (a.weight <= 0) {
+        // Rates of zero-duration launches: the plain mean is all there is.
+        continue;
+      }
+      run.metrics.push_back({scope, name, a.weighted / a.weight, a.unit});
+    }
+  }
+  return run;
+}
+
+}  // namespace medprof::ncu

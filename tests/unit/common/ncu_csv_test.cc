@@ -1,0 +1,239 @@
+// common/ncu_csv: the `ncu --csv --page raw` parser, unit conversion, metric mapping and the
+// per-kernel / per-run aggregation, on a hand-made export in ncu's exact format
+// (tests/testdata/ncu/tiny_raw.csv: 4 launches of 3 kernels, ==PROF== lines, thousands
+// separators, n/a, a units row with usecond / Mbyte / Kbyte / Kbyte/block).
+#include "common/ncu_csv.h"
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace medprof::ncu {
+namespace {
+
+using ::medprof::testing::IsOk;
+using ::medprof::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kConv[] = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x32x16";
+
+std::string ReadTestData(const std::string& name) {
+  const char* src = std::getenv("MEDPROF_SOURCE_DIR");
+  std::ifstream in(std::string(src == nullptr ? "." : src) + "/tests/testdata/ncu/" + name, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// (scope, name) -> metric.
+std::map<std::pair<std::string, std::string>, NcuMetric> ByKey(const NcuRun& run) {
+  std::map<std::pair<std::string, std::string>, NcuMetric> out;
+  for (const NcuMetric& m : run.metrics) out[{m.scope, m.name}] = m;
+  return out;
+}
+
+using MetricMap = std::map<std::pair<std::string, std::string>, NcuMetric>;
+
+// The metric, or a NaN-valued one (which fails every comparison) when absent.
+NcuMetric At(MetricMap& m, const std::string& scope, const std::string& name) {
+  auto it = m.find({scope, name});
+  if (it == m.end()) {
+    ADD_FAILURE() << "no metric " << scope << " / " << name;
+    return NcuMetric{scope, name, std::nan(""), "<absent>"};
+  }
+  return it->second;
+}
+
+TEST(NcuCsvTest, ParsesHeaderUnitsAndLaunchRowsSkippingProfLines) {
+  auto t = ParseNcuCsv(ReadTestData("tiny_raw.csv"));
+  ASSERT_THAT(t.status(), IsOk());
+  EXPECT_EQ(t->columns.size(), 27u);
+  EXPECT_EQ(t->columns[4], "Kernel Name");
+  EXPECT_EQ(t->units[t->ColumnIndex("gpu__time_duration.sum")], "usecond");
+  EXPECT_EQ(t->units[0], "");
+  ASSERT_EQ(t->rows.size(), 4u);
+  EXPECT_EQ(t->rows[1][4],
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, "
+            "at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)");
+  EXPECT_EQ(t->rows[0][t->ColumnIndex("Grid Size")], "(2,048, 1, 1)");
+  EXPECT_THAT(t->row_lines, ElementsAre(5, 6, 7, 8));
+  EXPECT_EQ(t->ColumnIndex("no such column"), -1);
+}
+
+TEST(NcuCsvTest, SummarizesKernelsWithTaxonomyAndFirstLaunchShape) {
+  auto t = ParseNcuCsv(ReadTestData("tiny_raw.csv"));
+  ASSERT_THAT(t.status(), IsOk());
+  auto run = SummarizeNcu(*t);
+  ASSERT_THAT(run.status(), IsOk());
+  EXPECT_EQ(run->launches, 4);
+  EXPECT_EQ(run->gpu_time_ns, 2600000);
+  EXPECT_EQ(run->host, "gpu-node-7");
+  EXPECT_EQ(run->process, "medprof-worker");
+  EXPECT_EQ(run->compute_capability, "9.0");
+  EXPECT_EQ(run->device_name, "NVIDIA H200");
+  ASSERT_EQ(run->kernels.size(), 3u);
+  const NcuKernel& conv = run->kernels[0];
+  EXPECT_EQ(conv.name, kConv);
+  EXPECT_EQ(conv.category, "conv");
+  EXPECT_EQ(conv.count, 2);
+  EXPECT_EQ(conv.total_ns, 2500000);
+  EXPECT_EQ(conv.min_ns, 1249500);
+  EXPECT_EQ(conv.max_ns, 1250500);
+  EXPECT_THAT(conv.grid, ElementsAre(2048, 1, 1));
+  EXPECT_THAT(conv.block, ElementsAre(128, 1, 1));
+  EXPECT_EQ(conv.registers, 128);
+  EXPECT_EQ(conv.shared_bytes, 16380);  // 16.38 Kbyte/block
+  EXPECT_DOUBLE_EQ(conv.theoretical_occupancy, 0.25);
+  EXPECT_EQ(run->kernels[1].category, "layout");  // cudnn nchwToNhwcKernel, 60 us
+  EXPECT_EQ(run->kernels[1].total_ns, 60000);
+  EXPECT_EQ(run->kernels[2].category, "elementwise");
+  EXPECT_EQ(run->kernels[2].total_ns, 40000);
+  EXPECT_THAT(run->kernels[2].grid, ElementsAre(4096, 1, 1));
+}
+
+TEST(NcuCsvTest, MapsMetricsToMedprofNamesWithUnitConversion) {
+  auto t = ParseNcuCsv(ReadTestData("tiny_raw.csv"));
+  ASSERT_THAT(t.status(), IsOk());
+  auto run = SummarizeNcu(*t);
+  ASSERT_THAT(run.status(), IsOk());
+  auto m = ByKey(*run);
+  const std::string k = std::string("kernel:") + kConv;
+
+  // Run scope: sums of counters, duration-weighted means of percentages (".avg").
+  EXPECT_DOUBLE_EQ(At(m, "run", "gpu_time_ns").value, 2600000);
+  EXPECT_NEAR(At(m, "run", "share.conv").value, 2500000.0 / 2600000.0, 1e-12);
+  EXPECT_NEAR(At(m, "run", "share.layout").value, 60000.0 / 2600000.0, 1e-12);
+  EXPECT_NEAR(At(m, "run", "share.elementwise").value, 40000.0 / 2600000.0, 1e-12);
+  EXPECT_DOUBLE_EQ(At(m, "run", "metrics.kernels_profiled").value, 3);
+  EXPECT_DOUBLE_EQ(At(m, "run", "sm_cycles").value, 3591000);
+  EXPECT_EQ(At(m, "run", "sm_cycles").unit, "cycles");
+  EXPECT_DOUBLE_EQ(At(m, "run", "warp_instructions").value, 4920000);
+  EXPECT_NEAR(At(m, "run", "dram_bytes_read").value, 66e6, 1e-3);
+  EXPECT_NEAR(At(m, "run", "dram_bytes_write").value, 1048500, 1e-6);
+  EXPECT_NEAR(At(m, "run", "dram_bytes").value, 67048500, 1e-3);
+  EXPECT_EQ(At(m, "run", "dram_bytes").unit, "bytes");
+  EXPECT_NEAR(At(m, "run", "tensor_pipe_pct.avg").value, 197499.4 / 2600.0, 1e-9);
+  EXPECT_NEAR(At(m, "run", "l2_hit_pct.avg").value, 184799.8 / 2600.0, 1e-9);
+  EXPECT_EQ(At(m, "run", "l2_hit_pct.avg").unit, "%");
+  EXPECT_EQ((m.count({"run", "ncu.smsp__pcsamp_sample_count"})), 0u);  // unknowns stay per kernel
+
+  // Kernel scope: counters are the mean per launch, rates duration-weighted.
+  EXPECT_DOUBLE_EQ(At(m, k, "duration_ns").value, 1250000);
+  EXPECT_EQ(At(m, k, "duration_ns").unit, "ns");
+  EXPECT_DOUBLE_EQ(At(m, k, "sm_cycles").value, 1727000);
+  EXPECT_DOUBLE_EQ(At(m, k, "warp_instructions").value, 2400000);
+  EXPECT_NEAR(At(m, k, "dram_bytes").value, 13012000, 1e-3);
+  EXPECT_NEAR(At(m, k, "tensor_pipe_pct").value, 197499.4 / 2500.0, 1e-9);
+  EXPECT_NEAR(At(m, k, "fma_pipe_pct").value, (3.10 * 1250.5 + 2.90 * 1249.5) / 2500.0, 1e-9);
+  EXPECT_NEAR(At(m, k, "stall.long_scoreboard").value, 4499.95 / 2500.0, 1e-9);
+  EXPECT_EQ(At(m, k, "stall.long_scoreboard").unit, "cycles/issue");
+  EXPECT_NEAR(At(m, k, "l1_hit_pct").value, (12.40 * 1250.5 + 12.60 * 1249.5) / 2500.0, 1e-9);
+  EXPECT_DOUBLE_EQ(At(m, k, "ncu.smsp__pcsamp_sample_count").value, 1024);
+  EXPECT_DOUBLE_EQ(At(m, k, "ncu.launch__registers_per_thread").value, 128);
+  EXPECT_EQ(At(m, k, "ncu.launch__registers_per_thread").unit, "register/thread");
+  // n/a values are skipped, not zeros: the elementwise kernel has no pcsamp value at all.
+  const std::string ew = std::string("kernel:") + run->kernels[2].name;
+  EXPECT_EQ((m.count({ew, "ncu.smsp__pcsamp_sample_count"})), 0u);
+  EXPECT_DOUBLE_EQ(At(m, ew, "dram_throughput_pct").value, 88.0);
+  // The string column is environment, not a metric.
+  EXPECT_EQ((m.count({k, "ncu.device__attribute_display_name"})), 0u);
+}
+
+TEST(NcuCsvTest, NormalizesUnits) {
+  EXPECT_DOUBLE_EQ(NormalizeUnit(1.5, "usecond").value, 1500);
+  EXPECT_EQ(NormalizeUnit(1.5, "usecond").unit, "ns");
+  EXPECT_DOUBLE_EQ(NormalizeUnit(2, "msecond").value, 2e6);
+  EXPECT_DOUBLE_EQ(NormalizeUnit(4.0e-05, "second").value, 40000);
+  EXPECT_DOUBLE_EQ(NormalizeUnit(7, "nsecond").value, 7);
+  EXPECT_DOUBLE_EQ(NormalizeUnit(3, "Kbyte").value, 3000);
+  EXPECT_EQ(NormalizeUnit(3, "Kbyte").unit, "byte");
+  EXPECT_DOUBLE_EQ(NormalizeUnit(2, "Gbyte/second").value, 2e9);
+  EXPECT_EQ(NormalizeUnit(2, "Gbyte/second").unit, "byte/second");
+  EXPECT_DOUBLE_EQ(NormalizeUnit(1.2, "Mcycle").value, 1.2e6);
+  EXPECT_DOUBLE_EQ(NormalizeUnit(1.98, "Ghz").value, 1.98e9);
+  EXPECT_EQ(NormalizeUnit(50, "%").unit, "%");
+  EXPECT_EQ(NormalizeUnit(5, "furlong").unit, "furlong");
+  EXPECT_DOUBLE_EQ(NormalizeUnit(5, "furlong").value, 5);
+}
+
+TEST(NcuCsvTest, ParsesNumbersAsNcuPrintsThem) {
+  EXPECT_EQ(ParseNcuNumber("1,234,567.5"), 1234567.5);
+  EXPECT_EQ(ParseNcuNumber(" 42 "), 42);
+  EXPECT_EQ(ParseNcuNumber("4.0e-05"), 4.0e-05);
+  EXPECT_EQ(ParseNcuNumber("n/a"), std::nullopt);
+  EXPECT_EQ(ParseNcuNumber(""), std::nullopt);
+  EXPECT_EQ(ParseNcuNumber("NVIDIA H200"), std::nullopt);
+  EXPECT_EQ(ParseNcuNumber("inf"), std::nullopt);
+}
+
+TEST(NcuCsvTest, MapsFamiliesAndKeepsUnknownNames) {
+  EXPECT_EQ(MapNcuMetric("smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio", "").name,
+            "stall.mio_throttle");
+  EXPECT_EQ(MapNcuMetric("sm__inst_executed_pipe_fma.sum", "inst").name, "inst_pipe.fma");
+  EXPECT_EQ(MapNcuMetric("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "").name, "sass.ffma");
+  EXPECT_EQ(MapNcuMetric("lts__t_sector_hit_rate.pct", "%").name, "l2_hit_pct");
+  const MetricMapping unknown = MapNcuMetric("sm__warps_launched.sum", "warp");
+  EXPECT_EQ(unknown.name, "ncu.sm__warps_launched.sum");
+  EXPECT_EQ(unknown.unit, "warp");
+  EXPECT_FALSE(unknown.known);
+  // HMMA+HGMMA+QGMMA cycles win over HMMA cycles when both are exported.
+  EXPECT_LT(MapNcuMetric("sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active", "%").priority,
+            MapNcuMetric("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", "%").priority);
+}
+
+TEST(NcuCsvTest, AcceptsCrlfBomAndNoUnitsRow) {
+  const std::string text =
+      "\xEF\xBB\xBF\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\r\n"
+      "\"0\",\"k, with \"\"comma\"\"\",\"1,000\"\r\n"
+      "\"1\",\"k, with \"\"comma\"\"\",\"3,000\"\r\n";
+  auto t = ParseNcuCsv(text);
+  ASSERT_THAT(t.status(), IsOk());
+  ASSERT_EQ(t->rows.size(), 2u);
+  EXPECT_EQ(t->rows[0][1], "k, with \"comma\"");
+  auto run = SummarizeNcu(*t);
+  ASSERT_THAT(run.status(), IsOk());
+  ASSERT_EQ(run->kernels.size(), 1u);
+  EXPECT_EQ(run->kernels[0].count, 2);
+  EXPECT_EQ(run->kernels[0].total_ns, 4000);  // no unit: taken as ns
+}
+
+TEST(NcuCsvTest, RefusesWhatIsNotARawPageExport) {
+  EXPECT_THAT(ParseNcuCsv("").status(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no header row")));
+  EXPECT_THAT(ParseNcuCsv("==PROF== nothing profiled\n").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--page raw")));
+  EXPECT_THAT(
+      ParseNcuCsv("\"ID\",\"Kernel Name\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n").status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("details page")));
+  EXPECT_THAT(ParseNcuCsv("\"ID\",\"Name\"\n").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"Kernel Name\"")));
+  EXPECT_THAT(ParseNcuCsv("\"ID\",\"Kernel Name\",\"x\"\n\"0\",\"k\"\n").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("line 2: 2 fields, but the header (line 1) has 3")));
+  EXPECT_THAT(ParseNcuCsv("\"ID\",\"Kernel Name\"\n\"0\",\"never closed\n").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("line 2: a quoted field is not closed")));
+  EXPECT_THAT(ParseNcuCsv("\"ID\",\"Kernel Name\",\"ID\"\n").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("column 3 'ID' appears twice")));
+}
+
+TEST(NcuCsvTest, SummaryNeedsLaunchesAndDurations) {
+  auto no_rows = ParseNcuCsv("\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"\",\"\",\"nsecond\"\n");
+  ASSERT_THAT(no_rows.status(), IsOk());
+  EXPECT_THAT(SummarizeNcu(*no_rows).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no kernel launches")));
+  auto no_dur = ParseNcuCsv("\"ID\",\"Kernel Name\",\"sm__cycles_elapsed.avg\"\n\"0\",\"k\",\"5\"\n");
+  ASSERT_THAT(no_dur.status(), IsOk());
+  EXPECT_THAT(SummarizeNcu(*no_dur).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no gpu__time_duration.sum column")));
+  auto bad_dur = ParseNcuCsv("\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"0\",\"k\",\"5\"\n\"1\",\"k\",\"n/a\"\n");
+  ASSERT_THAT(bad_dur.status(), IsOk());
+  EXPECT_THAT(SummarizeNcu(*bad_dur).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("line 3: gpu__time_duration.sum 'n/a'")));
+}
+
+}  // namespace
+}  // namespace medprof::ncu
