@@ -4,17 +4,23 @@
 #
 #   scripts/install-deps.sh            # everything (build + tests + tools)
 #   scripts/install-deps.sh --runtime  # only what the binaries need at run time
+#   scripts/install-deps.sh --no-libtorch  # everything but the distribution's (CPU) LibTorch:
+#                                          # the Apptainer images build against PyTorch's own
 #
 # Supports Debian 12 and Ubuntu 24.04 (same gRPC 1.51 / protobuf 3.21). Needs root (or sudo).
 set -euo pipefail
 
 mode=full
-case "${1:-}" in
-  --runtime) mode=runtime ;;
-  ""|--full) ;;
-  -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
-  *) echo "install-deps.sh: unknown option '$1' (allowed: --runtime, --full)" >&2; exit 1 ;;
-esac
+libtorch=1
+for arg in "$@"; do
+  case "${arg}" in
+    --runtime) mode=runtime ;;
+    --full) ;;
+    --no-libtorch) libtorch=0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "install-deps.sh: unknown option '${arg}' (allowed: --runtime, --full, --no-libtorch)" >&2; exit 1 ;;
+  esac
+done
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
@@ -36,8 +42,14 @@ build_pkgs=(
   prometheus-cpp-dev libtorch-dev libopenblas0-pthread
 )
 # Test tools. (chromium, clang and libFuzzer come with the report and fuzzing work.)
-test_pkgs=(shellcheck python3)
+# systemd: systemd-analyze verifies deploy/systemd/ (tests/deploy).
+test_pkgs=(shellcheck python3 systemd)
 runtime_pkgs=(libgrpc++1.51 libsqlite3-0 libopenblas0-pthread)
+if [ "${libtorch}" = 0 ]; then
+  kept=()
+  for p in "${build_pkgs[@]}"; do [ "${p}" = libtorch-dev ] || kept+=("${p}"); done
+  build_pkgs=("${kept[@]}")
+fi
 
 export DEBIAN_FRONTEND=noninteractive
 stamp=/var/lib/apt/periodic/medprof-update-stamp
