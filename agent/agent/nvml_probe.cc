@@ -7,15 +7,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/agent/nvml_call.h"
 
 namespace medprof::agent {
 namespace {
 
-// The few NVML declarations the probe needs (ABI-stable C API; nvml.h is not required to
-// build the agent). Values from nvml.h.
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-constexpr nvmlReturn_t kNvmlSuccess = 0;
+// The NVML types and the checked-call macro are shared with the worker (nvml_call.h); the
+// buffer sizes and structs below are the probe's own. Values from nvml.h.
+using nvmlReturn_t = nvml::Return;
+using nvmlDevice_t = nvml::Device;
+constexpr nvmlReturn_t kNvmlSuccess = nvml::kSuccess;
 constexpr unsigned kNameBuffer = 96;    // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 constexpr unsigned kUuidBuffer = 96;    // >= NVML_DEVICE_UUID_V2_BUFFER_SIZE (96)
 constexpr unsigned kDriverBuffer = 96;  // >= NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE (80)
@@ -45,16 +46,7 @@ struct NvmlApi {
   nvmlReturn_t (*GetAttributes)(nvmlDevice_t, NvmlAttributesPrefix*);  // optional
 };
 
-// The one checked-call macro for NVML: returns a Status naming the call and NVML's error text.
-#define NVML_CALL(api, call)                                                                              \
-  do {                                                                                                    \
-    const nvmlReturn_t nvml_rc_ = (api).call;                                                             \
-    if (nvml_rc_ != kNvmlSuccess) {                                                                       \
-      return absl::UnavailableError(absl::StrCat(                                                         \
-          "NVML ", #call, " failed: ", (api).ErrorString ? (api).ErrorString(nvml_rc_) : "unknown error", \
-          " (", nvml_rc_, ")"));                                                                          \
-    }                                                                                                     \
-  } while (false)
+#define NVML_CALL(api, call) MEDPROF_NVML_CALL(api, call)
 
 class NvmlProbe final : public GpuProbe {
  public:

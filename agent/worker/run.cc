@@ -13,6 +13,7 @@
 #include "agent/profiler/gpu_probe.h"
 #include "agent/worker/config_mapping.h"
 #include "agent/worker/exit_codes.h"
+#include "agent/worker/gpu_clocks.h"
 #include "agent/worker/host_info.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -190,6 +191,9 @@ int RunWorker(const RunContext& in) {
       env->set_gpu_uuid(probe.gpu.uuid);
       env->set_compute_capability(probe.gpu.compute_capability);
       env->set_driver_version(probe.gpu.driver_version);
+      // Clocks, power cap and throttle reasons of this GPU (by UUID: CUDA_VISIBLE_DEVICES
+      // renumbers devices) through NVML; without NVML the fields stay empty and extra says why.
+      FillGpuClockEnvironment(SampleGpuClocks(probe.gpu.uuid), "run start, model on the GPU", env);
     }
     prof->DescribeEnvironment(env);
     env->set_torch_version(flags.torch_version);
