@@ -8,9 +8,12 @@
 #   command.txt   the exact command line, options, git commit, host, GPU, date
 #   run.log       this script's own output (the watch lines, the compare table, the checks)
 #   compare.json  `medprof compare STUDY --format json`
-#   runs.json     `medprof run RUN --format json` for every run of the study (layers, environment)
+#   runs.json     `medprof run RUN --format json` for every run of the study (environment,
+#                 effective config, summary with the profiler layers; the per-kernel, per-op,
+#                 per-step and metric lists are replaced by their counts: they are in the DB)
 #   report.html   `medprof report` when the CLI has it
-#   medprof.db    the server's SQLite database (one file: a backup taken after the server stopped)
+#   medprof.db    the server's SQLite database (one file: a backup taken after the server
+#                 stopped; medprof.db.gz instead when it is over 15 MiB)
 #   logs.txt      the server's, the agent's and every worker's log (tails)
 #   build.log     the worker build (absent with --worker)
 #
@@ -95,6 +98,10 @@ cleanup() {
     # One file: SQLite's online backup folds the WAL in (a plain copy if Python lacks sqlite3).
     python3 -c 'import sqlite3, sys; s = sqlite3.connect(sys.argv[1]); d = sqlite3.connect(sys.argv[2]); s.backup(d); d.close(); s.close()' \
       "${work}/medprof.db" "${out}/medprof.db" 2>/dev/null || cp "${work}/medprof.db" "${out}/medprof.db"
+    # A device call returns files of at most 16 MiB.
+    if [ "$(stat -c %s "${out}/medprof.db")" -gt $((15 * 1024 * 1024)) ]; then
+      gzip -9 -f "${out}/medprof.db"
+    fi
   fi
   {
     for f in "${work}/server.log" "${work}/agent.log"; do
@@ -233,7 +240,16 @@ EOF
     cli run "${id}" --format json
   done <"${work}/run-ids.txt"
   echo "]"
-} >"${out}/runs.json" || rc=3
+} >"${work}/runs-full.json" || rc=3
+python3 - "${work}/runs-full.json" "${out}/runs.json" <<'EOF' || rc=3
+import json, sys
+runs = json.load(open(sys.argv[1]))
+for r in runs:
+    for key in ("kernels", "ops", "steps", "metrics"):
+        if key in r:
+            r[key + "_count"] = len(r.pop(key))
+json.dump(runs, open(sys.argv[2], "w"), indent=1)
+EOF
 
 if cli --help 2>&1 | grep -qE '^ *report( |$)'; then
   log "writing report.html (medprof report)"
