@@ -124,6 +124,17 @@ const std::set<std::string, std::less<>>& BaseUnits() {
 // One unit without '/': returns scale to the SI base and the base name; false when unknown.
 bool SplitPrefix(absl::string_view part, double* scale, std::string* base) {
   if (part.empty()) return false;
+  // Short forms some ncu versions print ("ns", "us", "KB").
+  static const auto* kShort = new std::map<std::string, std::pair<double, std::string>>{
+      {"ns", {1e-9, "second"}}, {"us", {1e-6, "second"}}, {"ms", {1e-3, "second"}}, {"s", {1, "second"}},
+      {"B", {1, "byte"}},       {"KB", {1e3, "byte"}},    {"MB", {1e6, "byte"}},    {"GB", {1e9, "byte"}},
+      {"TB", {1e12, "byte"}},   {"Hz", {1, "hz"}},        {"KHz", {1e3, "hz"}},     {"MHz", {1e6, "hz"}},
+      {"GHz", {1e9, "hz"}}};
+  if (auto it = kShort->find(std::string(part)); it != kShort->end()) {
+    *scale = it->second.first;
+    *base = it->second.second;
+    return true;
+  }
   if (part == "second") {
     *scale = 1;
     *base = "second";
@@ -391,10 +402,17 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t) {
       "Block Size", "Grid Size", "Device", "CC", "Section Name", "Function Name", "Demangled Name",
       "Mangled Name", "Estimated Speedup", "Estimated Speedup Type"};
 
+  // Device properties and NVTX range columns describe the machine or the range, not a kernel.
+  auto not_metric = [](const std::string& c) {
+    return absl::StartsWith(c, "device__attribute_") || absl::StartsWith(c, "c2clink__") ||
+           absl::StartsWith(c, "nvlink__") || absl::StartsWith(c, "numa__") || absl::StrContains(c, ':') ||
+           absl::StrContains(c, ' ');
+  };
+
   // Plan the metric columns.
   std::vector<ColumnPlan> plans;
   for (size_t i = 0; i < t.columns.size(); ++i) {
-    if (kIdentity.contains(t.columns[i])) continue;
+    if (kIdentity.contains(t.columns[i]) || not_metric(t.columns[i])) continue;
     ColumnPlan p;
     p.index = static_cast<int>(i);
     p.perfworks = t.columns[i];

@@ -15,7 +15,8 @@
 // kernels aggregated by name (launch count, total/min/max duration, first launch's grid and
 // block, registers, shared memory, theoretical occupancy; category from common/kernel_taxonomy.h)
 // and metric values:
-//   scope "kernel:<name>": every numeric metric column of that kernel's launches, converted to
+//   scope "kernel:<name>": every numeric metric column of that kernel's launches (not the device
+//     properties device__attribute_*, c2clink__*, nvlink__*, numa__*, nor NVTX range columns), converted to
 //     medprof units (NormalizeUnit) and named by MapNcuMetric (unknown columns keep their
 //     Perfworks name as "ncu.<name>"); counters (time, cycles, instructions, bytes, ...) are the
 //     mean over the kernel's launches, rates and percentages the duration-weighted mean;

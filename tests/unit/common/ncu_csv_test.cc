@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -233,6 +234,68 @@ TEST(NcuCsvTest, SummaryNeedsLaunchesAndDurations) {
   ASSERT_THAT(bad_dur.status(), IsOk());
   EXPECT_THAT(SummarizeNcu(*bad_dur).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("line 3: gpu__time_duration.sum 'n/a'")));
+}
+
+}  // namespace
+}  // namespace medprof::ncu
+
+namespace medprof::ncu {
+namespace {
+
+// The real export from the H200 (tests/testdata/ncu/README.md): 60 launches of 14 kernels of
+// one opt1 forward step; expected values recomputed from the CSV by hand (Python csv module).
+TEST(NcuCsvRealExportTest, H200Opt1ForwardSummarizes) {
+  const std::string text = ReadTestData("h200_opt1_forward_raw.csv");
+  ASSERT_GT(text.size(), 100000u);
+  auto t = ParseNcuCsv(text);
+  ASSERT_THAT(t.status(), IsOk());
+  EXPECT_EQ(t->columns.size(), 301u);
+  EXPECT_EQ(t->units[t->ColumnIndex("gpu__time_duration.sum")], "ns");
+  auto run = SummarizeNcu(*t);
+  ASSERT_THAT(run.status(), IsOk());
+  EXPECT_EQ(run->launches, 60);
+  EXPECT_EQ(run->kernels.size(), 14u);
+  EXPECT_EQ(run->gpu_time_ns, 18957120);
+  EXPECT_EQ(run->device_name, "NVIDIA H200");
+  EXPECT_EQ(run->compute_capability, "9.0");
+
+  const NcuKernel& top = run->kernels[0];
+  EXPECT_THAT(top.name, ::testing::StartsWith("void at::<unnamed>::RowwiseMomentsCUDAKernel<float>"));
+  EXPECT_EQ(top.category, "norm");
+  EXPECT_EQ(top.count, 6);
+  EXPECT_EQ(top.total_ns, 7791136);
+  EXPECT_EQ(top.min_ns, 57824);
+  EXPECT_EQ(top.max_ns, 3383392);
+  EXPECT_THAT(top.grid, ElementsAre(32, 1, 1));
+  EXPECT_THAT(top.block, ElementsAre(512, 1, 1));
+  EXPECT_EQ(top.registers, 27);
+  const NcuKernel& conv = run->kernels[1];
+  EXPECT_THAT(conv.name, ::testing::StartsWith("sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw"));
+  EXPECT_EQ(conv.category, "conv");
+  EXPECT_EQ(conv.count, 6);
+  EXPECT_EQ(conv.total_ns, 6286912);
+  EXPECT_THAT(conv.grid, ElementsAre(1, 16384, 1));
+  EXPECT_EQ(run->kernels[3].category, "layout");  // cudnn::nchwToNhwcKernel
+
+  MetricMap m = ByKey(*run);
+  const std::string k = "kernel:" + conv.name;
+  EXPECT_NEAR(At(m, k, "tensor_pipe_pct").value, 55.910627, 1e-5);
+  EXPECT_NEAR(At(m, k, "l2_hit_pct").value, 93.027944, 1e-5);
+  EXPECT_NEAR(At(m, k, "sm_cycles").value, 1875542.18, 1e-3);
+  EXPECT_NEAR(At(m, k, "warp_instructions").value, 300993024, 1e-3);
+  EXPECT_NEAR(At(m, k, "duration_ns").value, 6286912.0 / 6, 1e-6);
+  // ncu reads 444.30 % L2 hits on a tiny launch: percentages are clamped to 0..100.
+  EXPECT_NEAR(At(m, "kernel:" + top.name, "l2_hit_pct").value, 0.363229, 1e-5);
+  EXPECT_NEAR(At(m, "run", "sm_cycles").value, 36227154.38, 1e-3);
+  EXPECT_NEAR(At(m, "run", "warp_instructions").value, 4383690962.0, 1e-1);
+  EXPECT_NEAR(At(m, "run", "tensor_pipe_pct.avg").value, 18.773583, 1e-5);
+  EXPECT_NEAR(At(m, "run", "share.conv").value, (6286912.0 + 56032.0) / 18957120.0, 1e-9);
+  // Device properties and NVTX columns are not metrics; launch attributes are kept as ncu.*.
+  for (const NcuMetric& metric : run->metrics) {
+    EXPECT_FALSE(absl::StrContains(metric.name, "device__attribute_")) << metric.name;
+    EXPECT_FALSE(absl::StrContains(metric.name, "Domain")) << metric.name;
+  }
+  EXPECT_DOUBLE_EQ(At(m, k, "ncu.launch__registers_per_thread").value, 168);
 }
 
 }  // namespace
