@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/version.h"
 #include "server/domain/domain.h"
+#include "server/monitor/prometheus_exporter.h"
 #include "server/rpc/grpc_server.h"
 #include "server/store/sqlite_store.h"
 
@@ -34,6 +35,9 @@ struct Flags {
   std::string synchronous = "normal";
   std::string tls_cert, tls_key, tls_client_ca;
   std::string log_level = "info";
+  // Prometheus /metrics: HOST:PORT or "off". A failure to bind the default only warns.
+  std::string metrics_listen = monitor::kDefaultMetricsListen;
+  bool metrics_listen_given = false;
 };
 
 // Calls Scheduler::ExpireLeases every `interval` until stopped.
@@ -110,6 +114,20 @@ int Run(const Flags& flags, const sigset_t& signals) {
   absl::StatusOr<std::unique_ptr<Domain>> domain = Domain::Create(store->get(), Clock::Real(), options);
   if (!domain.ok()) return Fail(domain.status());
 
+  std::unique_ptr<monitor::PrometheusExporter> exporter;
+  if (flags.metrics_listen != "off") {
+    absl::StatusOr<std::unique_ptr<monitor::PrometheusExporter>> e =
+        monitor::PrometheusExporter::Start(flags.metrics_listen, **domain);
+    if (e.ok()) {
+      exporter = std::move(e).value();
+      kLog.Info("Prometheus metrics on http://{}/metrics", exporter->address());
+    } else if (flags.metrics_listen_given) {
+      return Fail(e.status());
+    } else {
+      kLog.Warn("no Prometheus metrics: {} (pass --metrics-listen HOST:PORT or off)", std::string(e.status().message()));
+    }
+  }
+
   if (absl::Status s = (*server)->Start(domain->get()); !s.ok()) return Fail(s);
 
   if (!(*server)->tls()) {
@@ -170,7 +188,12 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");
   app.add_option("--tls-client-ca", flags.tls_client_ca, "PEM CA that client certificates must chain to (mutual TLS)");
   app.add_option("--log-level", flags.log_level, "debug|info|warn|error|off")->capture_default_str();
+  CLI::Option* metrics_opt =
+      app.add_option("--metrics-listen", flags.metrics_listen,
+                     "Prometheus /metrics HOST:PORT (plain HTTP; keep it on loopback), or off")
+          ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  flags.metrics_listen_given = metrics_opt->count() > 0;
 
   medprof::LogLevel level;
   if (!medprof::logging::ParseLevel(flags.log_level, &level)) {

@@ -6,11 +6,13 @@
 // its parts are.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/selector.h"
+#include "server/domain/metrics_sink.h"
 #include "server/domain/notifier.h"
 #include "server/domain/types.h"
 #include "server/store/store.h"
@@ -24,6 +26,8 @@ struct DomainCore {
   const DomainOptions options;
   Notifier work;    // a job was queued or requeued, or a run ended (a slot freed up)
   Notifier events;  // a study event was appended
+  // Monitoring (Prometheus); null = none. Set once at start-up (Domain::set_metrics_sink).
+  std::atomic<MetricsSink*> metrics{nullptr};
 };
 
 // Writes `job` (stamping updated_unix_ms = now) and appends its event. When the job has ended

@@ -29,6 +29,9 @@ class Domain {
   StudyService& studies() { return studies_; }
   QueryEngine& queries() { return queries_; }
   const DomainOptions& options() const { return core_.options; }
+  // Monitoring: ingested rows and query latencies go to `sink` (null = none); it must outlive
+  // the Domain. Call before serving.
+  void set_metrics_sink(MetricsSink* sink) { core_.metrics.store(sink); }
 
   void Shutdown();
 

@@ -1,21 +1,28 @@
 #include "server/domain/query_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/kernel_taxonomy.h"
 #include "common/status.h"
 #include "common/workload_config.h"
+#include "server/domain/cell_metrics.h"
 #include "server/domain/codec.h"
 
 namespace medprof::server {
 namespace {
 
 constexpr int kMaxRunsCompared = 10000;
+constexpr size_t kMaxRunFilter = 1000;
+constexpr int kMaxTopKernels = 50;
 
 struct CellKey {
   std::string gpu;
@@ -26,6 +33,15 @@ struct CellKey {
   }
 };
 
+// One kernel (name, op) of a cell, over its runs.
+struct KernelAcc {
+  std::string category;
+  int64_t total_ns = 0;
+  double priority_sum = 0;  // per run: the largest priority among its findings
+  double speedup = 0;
+  std::map<std::pair<std::string, std::string>, FindingRow> findings;  // (rule, finding) -> largest speedup
+};
+
 struct CellAcc {
   int n = 0;
   std::vector<double> step_ms;
@@ -33,6 +49,14 @@ struct CellAcc {
   std::map<std::string, double> op_ns;
   std::vector<std::string> notes;
   int missing_summaries = 0;
+  // metrics
+  std::vector<RunMetrics> run_metrics;
+  std::vector<std::string> metrics_reasons;   // LayerStatus reasons of the metrics layer
+  std::vector<std::string> sampling_reasons;  // ... of the sampling layer
+  // kernels and findings
+  std::map<std::pair<std::string, std::string>, KernelAcc> kernels;
+  int64_t kernel_total_ns = 0;
+  int runs_with_findings = 0;
 };
 
 size_t PresetRank(const std::string& preset) {
@@ -42,6 +66,52 @@ size_t PresetRank(const std::string& preset) {
 
 void AddNote(std::vector<std::string>& notes, const std::string& note) {
   if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+}
+
+std::string Joined(const std::vector<std::string>& reasons, const char* fallback) {
+  return reasons.empty() ? std::string(fallback) : absl::StrJoin(reasons, "; ");
+}
+
+std::optional<double> MeanOf(const std::vector<double>& v) {
+  if (v.empty()) return std::nullopt;
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+// Reports the query's wall time to the metrics sink when it goes out of scope.
+class QueryTimer {
+ public:
+  QueryTimer(DomainCore& core, const char* name)
+      : core_(core), name_(name), start_(std::chrono::steady_clock::now()) {}
+  ~QueryTimer() {
+    if (MetricsSink* sink = core_.metrics.load(); sink != nullptr) {
+      sink->QueryServed(name_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+    }
+  }
+
+ private:
+  DomainCore& core_;
+  const char* name_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// Finds the GPU `wanted` names among `gpus`: exact, else the one containing it (case-insensitive).
+absl::StatusOr<std::string> ResolveGpu(const std::string& wanted, const std::set<std::string>& gpus) {
+  if (gpus.count(wanted)) return wanted;
+  const std::string w = absl::AsciiStrToLower(wanted);
+  std::vector<std::string> hits;
+  for (const std::string& g : gpus) {
+    if (absl::StrContains(absl::AsciiStrToLower(g), w)) hits.push_back(g);
+  }
+  if (hits.size() == 1) return hits[0];
+  const std::string known = gpus.empty() ? "none" : absl::StrJoin(gpus, ", ");
+  if (hits.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("baseline_gpu: '", wanted.substr(0, 64),
+                                                   "' matches no GPU of the compared runs (GPUs: ", known, ")"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("baseline_gpu: '", wanted.substr(0, 64), "' matches several GPUs (",
+                                                 absl::StrJoin(hits, ", "), "): give the full name"));
 }
 
 }  // namespace
@@ -56,11 +126,26 @@ double Quantile(std::vector<double> values, double q) {
 }
 
 absl::StatusOr<CompareResult> QueryEngine::Compare(const CallContext&, const CompareRequest& r) {
-  MEDPROF_RETURN_IF_ERROR(RequireId(r.study_id, "study_id"));
+  QueryTimer timer(core_, "compare");
+  return DoCompare(r);
+}
+
+absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
+  if (r.run_ids.empty() || !r.study_id.empty()) MEDPROF_RETURN_IF_ERROR(RequireId(r.study_id, "study_id"));
+  if (r.run_ids.size() > kMaxRunFilter) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run_ids: ", r.run_ids.size(), " runs (allowed at most ", kMaxRunFilter, ")"));
+  }
+  for (size_t i = 0; i < r.run_ids.size(); ++i) {
+    MEDPROF_RETURN_IF_ERROR(RequireId(r.run_ids[i], absl::StrCat("run_ids[", i, "]").c_str()));
+  }
   const std::string baseline = r.baseline_preset.empty() ? "baseline" : r.baseline_preset;
   if (!config::PresetFor(baseline).ok()) {
     return absl::InvalidArgumentError(absl::StrCat("baseline_preset: unknown preset '", baseline.substr(0, 64),
                                                    "' (allowed: ", config::PresetList(), ")"));
+  }
+  if (r.baseline_gpu.size() > 256) {
+    return absl::InvalidArgumentError("baseline_gpu: at most 256 characters");
   }
   if (!v1::Phase_IsValid(r.phase)) {
     return absl::InvalidArgumentError(absl::StrCat("phase: ", static_cast<int>(r.phase),
@@ -70,21 +155,58 @@ absl::StatusOr<CompareResult> QueryEngine::Compare(const CallContext&, const Com
     return absl::InvalidArgumentError(absl::StrCat("top_categories: ", r.top_categories,
                                                    " is out of range (allowed 1..12; unset = 3)"));
   }
+  if (r.top_kernels < 0 || r.top_kernels > kMaxTopKernels) {
+    return absl::InvalidArgumentError(absl::StrCat("top_kernels: ", r.top_kernels, " is out of range (allowed 1..",
+                                                   kMaxTopKernels, "; unset = 5)"));
+  }
   const size_t top = r.top_categories == 0 ? 3 : static_cast<size_t>(r.top_categories);
+  const size_t top_kernels = r.top_kernels == 0 ? 5 : static_cast<size_t>(r.top_kernels);
 
   std::map<CellKey, CellAcc> cells;
+  int runs_compared = 0;
   MEDPROF_RETURN_IF_ERROR(core_.store.Read([&](StoreTx& tx) -> absl::Status {
     cells.clear();
-    MEDPROF_ASSIGN_OR_RETURN(std::optional<StudyRecord> study, tx.GetStudy(r.study_id));
-    if (!study.has_value()) return absl::NotFoundError(absl::StrCat("study_id: no study '", r.study_id, "'"));
-    RunFilter f;
-    f.study_id = r.study_id;
-    f.state = RunState::kSucceeded;
-    f.limit = kMaxRunsCompared;
-    MEDPROF_ASSIGN_OR_RETURN(std::vector<RunRecord> runs, tx.ListRuns(f));
+    runs_compared = 0;
+    if (!r.study_id.empty()) {
+      MEDPROF_ASSIGN_OR_RETURN(std::optional<StudyRecord> study, tx.GetStudy(r.study_id));
+      if (!study.has_value()) return absl::NotFoundError(absl::StrCat("study_id: no study '", r.study_id, "'"));
+    }
+    std::vector<RunRecord> runs;
+    if (r.run_ids.empty()) {
+      RunFilter f;
+      f.study_id = r.study_id;
+      f.state = RunState::kSucceeded;
+      f.limit = kMaxRunsCompared;
+      MEDPROF_ASSIGN_OR_RETURN(runs, tx.ListRuns(f));
+    } else {
+      std::set<std::string> seen;
+      for (size_t i = 0; i < r.run_ids.size(); ++i) {
+        if (!seen.insert(r.run_ids[i]).second) continue;
+        MEDPROF_ASSIGN_OR_RETURN(std::optional<RunRecord> run, tx.GetRun(r.run_ids[i]));
+        if (!run.has_value()) {
+          return absl::NotFoundError(absl::StrCat("run_ids[", i, "]: no run '", r.run_ids[i], "'"));
+        }
+        if (!r.study_id.empty() && run->study_id != r.study_id) {
+          return absl::InvalidArgumentError(absl::StrCat("run_ids[", i, "]: run ", run->run_id, " belongs to study ",
+                                                         run->study_id, ", not ", r.study_id));
+        }
+        if (run->state != RunState::kSucceeded) {
+          return absl::FailedPreconditionError(absl::StrCat("run_ids[", i, "]: run ", run->run_id, " is ",
+                                                            RunStateName(run->state),
+                                                            " (only succeeded runs are compared)"));
+        }
+        runs.push_back(*std::move(run));
+      }
+    }
+    std::map<std::string, std::string> preset_of_job;
     for (const RunRecord& run : runs) {
-      MEDPROF_ASSIGN_OR_RETURN(std::optional<JobRecord> job, tx.GetJob(run.job_id));
-      if (!job.has_value()) continue;
+      auto pj = preset_of_job.find(run.job_id);
+      if (pj == preset_of_job.end()) {
+        MEDPROF_ASSIGN_OR_RETURN(std::optional<JobRecord> job, tx.GetJob(run.job_id));
+        if (!job.has_value()) continue;
+        pj = preset_of_job.emplace(run.job_id, job->preset).first;
+      }
+      const std::string& preset = pj->second;
       MEDPROF_ASSIGN_OR_RETURN(std::vector<StepRow> steps, tx.ListSteps(run.run_id));
       std::map<int, std::vector<double>> by_phase;
       for (const StepRow& s : steps) {
@@ -93,9 +215,12 @@ absl::StatusOr<CompareResult> QueryEngine::Compare(const CallContext&, const Com
         by_phase[phase].push_back(static_cast<double>(s.wall_ns) / 1e6);
       }
       if (by_phase.empty()) continue;
+      ++runs_compared;
 
       MEDPROF_ASSIGN_OR_RETURN(std::vector<KernelRow> kernels, tx.ListKernels(run.run_id));
       MEDPROF_ASSIGN_OR_RETURN(std::vector<OpRow> ops, tx.ListOps(run.run_id));
+      MEDPROF_ASSIGN_OR_RETURN(std::vector<MetricRow> metrics, tx.ListMetrics(run.run_id));
+      MEDPROF_ASSIGN_OR_RETURN(std::vector<FindingRow> findings, tx.ListFindings(run.run_id));
       std::optional<v1::RunSummary> summary;
       if (!run.summary_json.empty()) {
         v1::RunSummary s;
@@ -105,8 +230,15 @@ absl::StatusOr<CompareResult> QueryEngine::Compare(const CallContext&, const Com
       std::string gpu = run.gpu_name;
       if (gpu.empty()) gpu = run.backend == "cpu" ? "cpu" : "unknown";
 
+      // The run's largest finding priority per (kernel, op); findings without an op match by name.
+      std::map<std::pair<std::string, std::string>, double> priority;
+      for (const FindingRow& f : findings) {
+        double& p = priority[{f.kernel, f.op}];
+        p = std::max(p, f.priority);
+      }
+
       for (auto& [phase, ms] : by_phase) {
-        CellAcc& cell = cells[CellKey{gpu, phase, job->preset}];
+        CellAcc& cell = cells[CellKey{gpu, phase, preset}];
         ++cell.n;
         cell.step_ms.insert(cell.step_ms.end(), ms.begin(), ms.end());
         for (const KernelRow& k : kernels) {
@@ -114,20 +246,53 @@ absl::StatusOr<CompareResult> QueryEngine::Compare(const CallContext&, const Com
               k.category.empty() ? std::string(taxonomy::CategoryName(taxonomy::ClassifyKernel(k.name, k.op)))
                                  : k.category;
           cell.kernel_ns[cat] += static_cast<double>(k.total_ns);
+          KernelAcc& ka = cell.kernels[{k.name, k.op}];
+          ka.category = cat;
+          ka.total_ns += k.total_ns;
+          cell.kernel_total_ns += k.total_ns;
         }
         for (const OpRow& o : ops) {
           const std::string cat =
               o.category.empty() ? std::string(taxonomy::CategoryName(taxonomy::ClassifyOp(o.name))) : o.category;
           cell.op_ns[cat] += static_cast<double>(o.self_ns);
         }
+        if (!findings.empty()) {
+          ++cell.runs_with_findings;
+          for (const auto& [key, p] : priority) {
+            auto it = cell.kernels.find(key);
+            if (it == cell.kernels.end()) {
+              // A finding about a kernel without a trace row (or with another op): match by name.
+              it = std::find_if(cell.kernels.begin(), cell.kernels.end(),
+                                [&](const auto& e) { return e.first.first == key.first; });
+            }
+            if (it == cell.kernels.end()) it = cell.kernels.emplace(key, KernelAcc{}).first;
+            it->second.priority_sum += p;
+          }
+          for (const FindingRow& f : findings) {
+            auto it = cell.kernels.find({f.kernel, f.op});
+            if (it == cell.kernels.end()) {
+              it = std::find_if(cell.kernels.begin(), cell.kernels.end(),
+                                [&](const auto& e) { return e.first.first == f.kernel; });
+            }
+            if (it == cell.kernels.end()) continue;
+            KernelAcc& ka = it->second;
+            if (ka.category.empty()) ka.category = f.category;
+            ka.speedup = std::max(ka.speedup, f.speedup);
+            FindingRow& kept = ka.findings[{f.rule, f.finding}];
+            if (kept.rule.empty() || f.speedup > kept.speedup) kept = f;
+          }
+        }
+        cell.run_metrics.push_back(ExtractRunMetrics(metrics, kernels, phase, static_cast<int>(ms.size())));
         if (!summary.has_value()) {
           ++cell.missing_summaries;
           continue;
         }
         for (const v1::LayerStatus& layer : summary->layers()) {
           if (layer.ran()) continue;
-          AddNote(cell.notes, absl::StrCat(layer.layer(), " not collected: ",
-                                           layer.reason().empty() ? "no reason given" : layer.reason()));
+          const std::string reason = layer.reason().empty() ? "no reason given" : layer.reason();
+          AddNote(cell.notes, absl::StrCat(layer.layer(), " not collected: ", reason));
+          if (layer.layer() == "metrics") AddNote(cell.metrics_reasons, reason);
+          if (layer.layer() == "sampling") AddNote(cell.sampling_reasons, reason);
         }
       }
     }
@@ -137,8 +302,47 @@ absl::StatusOr<CompareResult> QueryEngine::Compare(const CallContext&, const Com
   CompareResult out;
   out.study_id = r.study_id;
   out.baseline_preset = baseline;
+  out.runs_compared = runs_compared;
+  std::set<std::string> gpus;
+  for (const auto& [key, acc] : cells) gpus.insert(key.gpu);
+  if (!r.baseline_gpu.empty()) {
+    MEDPROF_ASSIGN_OR_RETURN(out.baseline_gpu, ResolveGpu(r.baseline_gpu, gpus));
+  }
+
   std::map<CellKey, double> medians;
   for (auto& [key, acc] : cells) medians[key] = Quantile(acc.step_ms, 0.5);
+
+  // Metrics first (ratios need the baseline cell's values).
+  std::map<CellKey, CellMetrics> metrics;
+  for (auto& [key, acc] : cells) {
+    CellMetrics m;
+    std::vector<double> cycles, inst;
+    std::map<std::string, std::vector<double>> pct;
+    for (const RunMetrics& rm : acc.run_metrics) {
+      if (!rm.any) continue;
+      ++m.runs_with_metrics;
+      if (m.source.empty()) m.source = rm.source;
+      if (rm.sm_cycles) cycles.push_back(*rm.sm_cycles);
+      if (rm.warp_instructions) inst.push_back(*rm.warp_instructions);
+      for (const auto& [name, v] : rm.percent) pct[name].push_back(v);
+    }
+    m.sm_cycles = MeanOf(cycles);
+    m.warp_instructions = MeanOf(inst);
+    m.tensor_pipe_pct = MeanOf(pct["tensor_pipe_pct"]);
+    m.fma_pipe_pct = MeanOf(pct["fma_pipe_pct"]);
+    m.achieved_occupancy_pct = MeanOf(pct["achieved_occupancy_pct"]);
+    m.l1_hit_pct = MeanOf(pct["l1_hit_pct"]);
+    m.l2_hit_pct = MeanOf(pct["l2_hit_pct"]);
+    m.dram_throughput_pct = MeanOf(pct["dram_throughput_pct"]);
+    m.collected = m.sm_cycles || m.warp_instructions || m.tensor_pipe_pct || m.fma_pipe_pct ||
+                  m.achieved_occupancy_pct || m.l1_hit_pct || m.l2_hit_pct || m.dram_throughput_pct;
+    if (!m.collected) {
+      m.source.clear();
+      m.not_collected = absl::StrCat("metrics not collected: ",
+                                     Joined(acc.metrics_reasons, "no metric values stored for these runs"));
+    }
+    metrics[key] = std::move(m);
+  }
 
   for (auto& [key, acc] : cells) {
     CompareCell c;
@@ -157,6 +361,15 @@ absl::StatusOr<CompareResult> QueryEngine::Compare(const CallContext&, const Com
     } else {
       AddNote(acc.notes, absl::StrCat("no ", baseline, " cell on this GPU and phase: no speedup"));
     }
+    if (!out.baseline_gpu.empty()) {
+      auto gbase = medians.find(CellKey{out.baseline_gpu, key.phase, key.preset});
+      if (gbase != medians.end() && c.step_ms_median > 0) {
+        c.has_gpu_baseline = true;
+        c.speedup_vs_baseline_gpu = gbase->second / c.step_ms_median;
+      } else {
+        AddNote(acc.notes, absl::StrCat("no ", out.baseline_gpu, " cell with this preset and phase: no cross-GPU speedup"));
+      }
+    }
     const bool kernels = !acc.kernel_ns.empty();
     const auto& times = kernels ? acc.kernel_ns : acc.op_ns;
     double total = 0;
@@ -170,6 +383,75 @@ absl::StatusOr<CompareResult> QueryEngine::Compare(const CallContext&, const Com
     } else {
       AddNote(acc.notes, "no kernel or op times recorded");
     }
+
+    c.metrics = metrics[key];
+    if (c.metrics.collected) {
+      auto bm = metrics.find(CellKey{key.gpu, key.phase, baseline});
+      if (bm != metrics.end()) {
+        const CellMetrics& b = bm->second;
+        if (c.metrics.sm_cycles && b.sm_cycles && *b.sm_cycles > 0) {
+          c.metrics.sm_cycles_ratio = *c.metrics.sm_cycles / *b.sm_cycles;
+        }
+        if (c.metrics.warp_instructions && b.warp_instructions && *b.warp_instructions > 0) {
+          c.metrics.warp_instructions_ratio = *c.metrics.warp_instructions / *b.warp_instructions;
+        }
+      }
+    }
+
+    // Stalls: mean over the runs that have them, from the first run's source.
+    std::map<std::string, std::vector<double>> stall_values;
+    int stall_runs = 0;
+    for (const RunMetrics& rm : acc.run_metrics) {
+      if (rm.stalls.empty()) continue;
+      if (c.stalls.source.empty()) c.stalls.source = rm.stall_source;
+      if (rm.stall_source != c.stalls.source) continue;
+      ++stall_runs;
+      for (const auto& [reason, v] : rm.stalls) stall_values[reason].push_back(v);
+    }
+    if (stall_runs > 0) {
+      c.stalls.collected = true;
+      for (const auto& [reason, v] : stall_values) {
+        double s = 0;
+        for (double x : v) s += x;
+        c.stalls.shares.emplace_back(reason, s / stall_runs);  // a run without the reason counts 0
+      }
+      std::stable_sort(c.stalls.shares.begin(), c.stalls.shares.end(),
+                       [](const auto& a, const auto& b) { return a.second > b.second; });
+    } else {
+      std::vector<std::string> reasons;
+      for (const std::string& s : acc.sampling_reasons) reasons.push_back(absl::StrCat("sampling: ", s));
+      for (const std::string& s : acc.metrics_reasons) reasons.push_back(absl::StrCat("metrics: ", s));
+      c.stalls.not_collected =
+          absl::StrCat("stalls not collected: ", Joined(reasons, "no stall values stored for these runs"));
+    }
+
+    // Top kernels.
+    std::vector<TopKernel> ranked;
+    for (auto& [key2, ka] : acc.kernels) {
+      TopKernel t;
+      t.name = key2.first;
+      t.op = key2.second;
+      t.category = ka.category;
+      t.total_ns = ka.total_ns;
+      t.share = acc.kernel_total_ns > 0 ? static_cast<double>(ka.total_ns) / static_cast<double>(acc.kernel_total_ns)
+                                        : 0;
+      t.priority = acc.n > 0 ? ka.priority_sum / acc.n : 0;
+      t.speedup = ka.speedup;
+      for (auto& [fk, f] : ka.findings) t.findings.push_back(f);
+      std::stable_sort(t.findings.begin(), t.findings.end(),
+                       [](const FindingRow& a, const FindingRow& b) { return a.speedup > b.speedup; });
+      ranked.push_back(std::move(t));
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const TopKernel& a, const TopKernel& b) {
+      return std::tie(a.priority, a.total_ns) > std::tie(b.priority, b.total_ns);
+    });
+    if (ranked.size() > top_kernels) ranked.resize(top_kernels);
+    c.top_kernels = std::move(ranked);
+    if (acc.runs_with_findings == 0) {
+      c.findings_note = absl::StrCat("findings not collected: ",
+                                     Joined(acc.metrics_reasons, "no findings stored for these runs"));
+    }
+
     if (acc.missing_summaries > 0) {
       AddNote(acc.notes, absl::StrCat(acc.missing_summaries, " run(s) without a run summary"));
     }

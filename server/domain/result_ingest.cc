@@ -36,6 +36,9 @@ const char* ChunkKind(const v1::WorkerMessage& m) {
     case v1::WorkerMessage::kMetrics: return "metrics";
     case v1::WorkerMessage::kSummary: return "summary";
     case v1::WorkerMessage::kError: return "error";
+    case v1::WorkerMessage::kFindings: return "findings";
+    case v1::WorkerMessage::kTimeline: return "timeline";
+    case v1::WorkerMessage::kUtilization: return "utilization";
     case v1::WorkerMessage::BODY_NOT_SET: return "";
   }
   return "";
@@ -56,16 +59,19 @@ absl::StatusOr<CommittedThrough> ResultIngestor::Ingest(const CallContext&, cons
     if (c.seq == 0) return absl::InvalidArgumentError(absl::StrCat(where, ": seq: 0 (seqs start at 1)"));
     if (c.message.body_case() == v1::WorkerMessage::BODY_NOT_SET) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": message: empty (expected one of started, progress, step, ops, kernels, metrics, summary, error)"));
+          where, ": message: empty (expected one of started, progress, step, ops, kernels, metrics, summary, error, "
+                 "findings, timeline, utilization)"));
     }
   }
 
   const int64_t now = core_.clock.NowUnixMs();
   CommittedThrough out;
   bool progressed = false;
+  int64_t rows = 0;  // result rows stored by this window (Prometheus)
   MEDPROF_RETURN_IF_ERROR(core_.store.Write([&](StoreTx& tx) -> absl::Status {
     out.clear();
     progressed = false;
+    rows = 0;
     std::map<std::string, TouchedRun> runs;
     for (const ResultChunk& c : chunks) {
       auto it = runs.find(c.run_id);
@@ -110,19 +116,21 @@ absl::StatusOr<CommittedThrough> ResultIngestor::Ingest(const CallContext&, cons
           for (const auto& [k, v] : s.phase_ns()) row.phase_ns.emplace_back(k, v);
           std::sort(row.phase_ns.begin(), row.phase_ns.end());
           MEDPROF_RETURN_IF_ERROR(tx.InsertSteps(run.run_id, {row}));
+          ++rows;
           break;
         }
         case v1::WorkerMessage::kOps: {
-          std::vector<OpRow> rows;
+          std::vector<OpRow> op_rows;
           for (const v1::OpStat& o : m.ops().ops()) {
-            rows.push_back(OpRow{o.name(), o.phase(), Category(o.category(), taxonomy::ClassifyOp(o.name())),
+            op_rows.push_back(OpRow{o.name(), o.phase(), Category(o.category(), taxonomy::ClassifyOp(o.name())),
                                  o.count(), o.total_ns(), o.self_ns()});
           }
-          MEDPROF_RETURN_IF_ERROR(tx.InsertOps(run.run_id, rows));
+          MEDPROF_RETURN_IF_ERROR(tx.InsertOps(run.run_id, op_rows));
+          rows += static_cast<int64_t>(op_rows.size());
           break;
         }
         case v1::WorkerMessage::kKernels: {
-          std::vector<KernelRow> rows;
+          std::vector<KernelRow> kernel_rows;
           for (const v1::KernelStat& k : m.kernels().kernels()) {
             KernelRow r;
             r.name = k.name();
@@ -138,19 +146,21 @@ absl::StatusOr<CommittedThrough> ResultIngestor::Ingest(const CallContext&, cons
             r.registers = k.registers();
             r.shared_bytes = k.shared_bytes();
             r.theoretical_occupancy = k.theoretical_occupancy();
-            rows.push_back(std::move(r));
+            kernel_rows.push_back(std::move(r));
           }
-          MEDPROF_RETURN_IF_ERROR(tx.InsertKernels(run.run_id, rows));
+          MEDPROF_RETURN_IF_ERROR(tx.InsertKernels(run.run_id, kernel_rows));
+          rows += static_cast<int64_t>(kernel_rows.size());
           run.kernels_dropped += m.kernels().dropped_records();
           rs.results_dirty = true;
           break;
         }
         case v1::WorkerMessage::kMetrics: {
-          std::vector<MetricRow> rows;
+          std::vector<MetricRow> metric_rows;
           for (const v1::MetricValue& v : m.metrics().values()) {
-            rows.push_back(MetricRow{v.scope(), v.name(), v.value(), v.unit()});
+            metric_rows.push_back(MetricRow{v.scope(), v.name(), v.value(), v.unit()});
           }
-          MEDPROF_RETURN_IF_ERROR(tx.InsertMetrics(run.run_id, rows));
+          MEDPROF_RETURN_IF_ERROR(tx.InsertMetrics(run.run_id, metric_rows));
+          rows += static_cast<int64_t>(metric_rows.size());
           break;
         }
         case v1::WorkerMessage::kProgress: {
@@ -171,6 +181,28 @@ absl::StatusOr<CommittedThrough> ResultIngestor::Ingest(const CallContext&, cons
                                                : absl::StrCat(m.error().kind(), ": ", m.error().message());
           rs.results_dirty = true;
           rs.error_dirty = true;
+          break;
+        case v1::WorkerMessage::kFindings: {
+          std::vector<FindingRow> finding_rows;
+          for (const v1::KernelFinding& f : m.findings().findings()) {
+            finding_rows.push_back(FindingRow{f.kernel(), f.op(), f.phase(),
+                                              Category(f.category(), taxonomy::ClassifyKernel(f.kernel(), f.op())),
+                                              f.share(), f.speedup(), f.priority(), f.rule(), f.finding()});
+          }
+          MEDPROF_RETURN_IF_ERROR(tx.InsertFindings(run.run_id, finding_rows));
+          rows += static_cast<int64_t>(finding_rows.size());
+          break;
+        }
+        case v1::WorkerMessage::kTimeline:
+          // Kept whole (as the worker bounded it) for `medprof export --format chrome-trace`.
+          MEDPROF_RETURN_IF_ERROR(tx.AppendTimelinePart(
+              run.run_id, TimelinePart{"timeline", 0, m.timeline().events_size(), ToJson(m.timeline())}));
+          ++rows;
+          break;
+        case v1::WorkerMessage::kUtilization:
+          MEDPROF_RETURN_IF_ERROR(tx.AppendTimelinePart(
+              run.run_id, TimelinePart{"utilization", 0, m.utilization().samples_size(), ToJson(m.utilization())}));
+          ++rows;
           break;
         case v1::WorkerMessage::BODY_NOT_SET:
           break;
@@ -197,6 +229,7 @@ absl::StatusOr<CommittedThrough> ResultIngestor::Ingest(const CallContext&, cons
     return absl::OkStatus();
   }));
   if (progressed) core_.events.Notify();
+  if (MetricsSink* sink = core_.metrics.load(); sink != nullptr && rows > 0) sink->RowsIngested(rows);
   return out;
 }
 

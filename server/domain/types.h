@@ -188,10 +188,49 @@ struct RunView {
 // ---------------------------------------------------------------- queries
 
 struct CompareRequest {
-  std::string study_id;
+  std::string study_id;                // required unless run_ids is given
+  std::vector<std::string> run_ids;    // run filter: 0..1000 succeeded runs (within study_id if set)
   std::string baseline_preset;         // "" = "baseline"
+  std::string baseline_gpu;            // cross-GPU speedups vs this GPU ("" = none); exact or unique substring
   v1::Phase phase = v1::PHASE_UNSPECIFIED;  // unspecified = every phase present
   int top_categories = 0;              // 0 = 3; 1..12
+  int top_kernels = 0;                 // 0 = 5; 1..50
+};
+
+// A cell's counter metrics (metrics layer). Unset = not measured; collected false = none at all.
+struct CellMetrics {
+  bool collected = false;
+  std::string not_collected;           // "metrics not collected: <reason>" when !collected
+  std::string source;                  // "phase" | "kernels" (the first run's; see query_engine.h)
+  std::optional<double> sm_cycles;     // per measured step, mean over the runs that have it
+  std::optional<double> warp_instructions;
+  std::optional<double> sm_cycles_ratio;          // vs the baseline preset's cell, same GPU and phase
+  std::optional<double> warp_instructions_ratio;
+  std::optional<double> tensor_pipe_pct;          // 0..100, time-weighted
+  std::optional<double> fma_pipe_pct;
+  std::optional<double> achieved_occupancy_pct;
+  std::optional<double> l1_hit_pct;
+  std::optional<double> l2_hit_pct;
+  std::optional<double> dram_throughput_pct;
+  int runs_with_metrics = 0;
+};
+
+struct CellStalls {
+  bool collected = false;
+  std::string not_collected;           // "stalls not collected: <reason>"
+  std::string source;                  // "metrics" | "pc_sampling"
+  std::vector<std::pair<std::string, double>> shares;  // reason -> share 0..1, largest first
+};
+
+struct TopKernel {
+  std::string name;
+  std::string op;
+  std::string category;
+  int64_t total_ns = 0;                // summed over the cell's runs
+  double share = 0;                    // of the cell's kernel time
+  double priority = 0;                 // mean over the cell's runs (0 without findings)
+  double speedup = 0;                  // largest among its findings
+  std::vector<FindingRow> findings;    // distinct (rule, finding), largest speedup first
 };
 
 struct CompareCell {
@@ -208,12 +247,84 @@ struct CompareCell {
   std::vector<std::pair<std::string, double>> categories;  // largest share first
   std::string time_source;  // "kernels" | "ops" | "" (neither recorded)
   std::vector<std::string> notes;
+  CellMetrics metrics;
+  CellStalls stalls;
+  std::vector<TopKernel> top_kernels;
+  std::string findings_note;           // "" when findings exist
+  bool has_gpu_baseline = false;
+  double speedup_vs_baseline_gpu = 0;  // baseline-GPU median / this median, same preset and phase
 };
 
 struct CompareResult {
   std::string study_id;
   std::string baseline_preset;
+  std::string baseline_gpu;            // resolved GPU name ("" = none asked)
+  int runs_compared = 0;
   std::vector<CompareCell> cells;
+};
+
+// `medprof kernels RUN`.
+struct KernelsRequest {
+  std::string run_id;
+  int top = 0;                         // 0 = all; 1..10000
+};
+
+struct KernelShareRow {
+  std::string name;
+  std::string category;
+  std::string op;
+  std::string phase;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  double share = 0;                    // of the run's total (every row)
+};
+
+struct KernelsResult {
+  std::string run_id;
+  std::vector<KernelShareRow> kernels; // largest total_ns first
+  int64_t total_ns = 0;
+  int total_rows = 0;
+  std::string time_source;             // "kernels" | "ops" (CPU runs: op self times)
+};
+
+// `medprof diff RUN_A RUN_B`.
+struct DiffRequest {
+  std::string run_a;
+  std::string run_b;
+  int top = 0;                         // 0 = all; 1..10000
+};
+
+struct DiffRowView {
+  std::string op;
+  std::string category;
+  int64_t a_ns = 0;                    // per measured step
+  int64_t b_ns = 0;
+  int64_t delta_ns = 0;                // b - a
+  double ratio = 0;                    // b / a; 0 when a is 0
+  double a_share = 0;
+  double b_share = 0;
+  int a_kernels = 0;                   // distinct kernel (or op) names
+  int b_kernels = 0;
+  int64_t a_count = 0;                 // launches per measured step
+  int64_t b_count = 0;
+};
+
+struct DiffResult {
+  std::string run_a;
+  std::string run_b;
+  std::vector<DiffRowView> rows;       // largest |delta_ns| first
+  int64_t a_total_ns = 0;              // per step
+  int64_t b_total_ns = 0;
+  int a_steps = 0;
+  int b_steps = 0;
+  std::string time_source;             // "kernels" | "ops"
+};
+
+// A run's stored raw timeline (and PM-sampling utilization), parts merged.
+struct TimelineResult {
+  std::string run_id;
+  v1::Timeline timeline;
+  std::optional<v1::UtilizationTimeline> utilization;
 };
 
 }  // namespace medprof::server

@@ -349,42 +349,4 @@ v1::Run ToProto(const RunView& v) {
   return p;
 }
 
-// ---------------------------------------------------------------- queries
-
-CompareRequest FromProto(const v1::CompareRequest& p) {
-  CompareRequest r;
-  r.study_id = p.study_id();
-  r.baseline_preset = p.baseline_preset();
-  r.phase = p.phase();
-  r.top_categories = p.top_categories();
-  return r;
-}
-
-v1::CompareResponse ToProto(const CompareResult& r) {
-  v1::CompareResponse p;
-  p.set_study_id(r.study_id);
-  p.set_baseline_preset(r.baseline_preset);
-  for (const CompareCell& c : r.cells) {
-    v1::CompareCell* pc = p.add_cells();
-    pc->set_gpu(c.gpu);
-    pc->set_preset(c.preset);
-    pc->set_phase(c.phase);
-    pc->set_n(c.n);
-    pc->set_steps(c.steps);
-    pc->set_step_ms_median(c.step_ms_median);
-    pc->set_step_ms_p10(c.step_ms_p10);
-    pc->set_step_ms_p90(c.step_ms_p90);
-    pc->set_has_baseline(c.has_baseline);
-    pc->set_speedup_vs_baseline(c.speedup_vs_baseline);
-    for (const auto& [category, share] : c.categories) {
-      v1::CategoryShare* s = pc->add_categories();
-      s->set_category(category);
-      s->set_share(share);
-    }
-    pc->set_time_source(c.time_source);
-    for (const std::string& n : c.notes) pc->add_notes(n);
-  }
-  return p;
-}
-
 }  // namespace medprof::server::rpc

@@ -59,8 +59,13 @@ v1::OpStat ToProto(const OpRow& o);
 v1::KernelStat ToProto(const KernelRow& k);
 v1::MetricValue ToProto(const MetricRow& m);
 
-// ---- queries
+// ---- queries (implemented in query_convert.cc)
 CompareRequest FromProto(const v1::CompareRequest& r);
 v1::CompareResponse ToProto(const CompareResult& r);
+KernelsRequest FromProto(const v1::ListKernelsRequest& r);
+v1::ListKernelsResponse ToProto(const KernelsResult& r);
+DiffRequest FromProto(const v1::DiffRunsRequest& r);
+v1::DiffRunsResponse ToProto(const DiffResult& r);
+v1::GetTimelineResponse ToProto(const TimelineResult& r);
 
 }  // namespace medprof::server::rpc

@@ -172,6 +172,34 @@ CREATE TABLE run_metrics (
 CREATE INDEX run_metrics_by_run ON run_metrics(run_id);
 )sql";
 
+// Version 3: query results — the derived layer's kernel findings, the bounded raw timeline and
+// the PM-sampling utilization timeline (each stored as protobuf JSON, one row per worker
+// message, `part` in upload order), and an index of runs by state.
+constexpr char kV3[] = R"sql(
+CREATE TABLE run_findings (
+  run_id   TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  kernel   TEXT NOT NULL,
+  op       TEXT NOT NULL,
+  phase    TEXT NOT NULL,
+  category TEXT NOT NULL,
+  share    REAL NOT NULL,
+  speedup  REAL NOT NULL,
+  priority REAL NOT NULL,
+  rule     TEXT NOT NULL,
+  finding  TEXT NOT NULL
+);
+CREATE INDEX run_findings_by_run ON run_findings(run_id);
+CREATE TABLE run_timelines (
+  run_id    TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  kind      TEXT NOT NULL CHECK (kind IN ('timeline', 'utilization')),
+  part      INTEGER NOT NULL,
+  events    INTEGER NOT NULL,
+  body_json TEXT NOT NULL,
+  PRIMARY KEY (run_id, kind, part)
+) WITHOUT ROWID;
+CREATE INDEX runs_by_state ON runs(state, seq);
+)sql";
+
 absl::StatusOr<int> CurrentVersion(Db& db) {
   MEDPROF_RETURN_IF_ERROR(db.ExecScript(
       "CREATE TABLE IF NOT EXISTS schema_version ("
@@ -203,6 +231,7 @@ const std::vector<Migration>& Migrations() {
   static const std::vector<Migration> migrations = {
       {1, "job queue: agents, studies, jobs, runs, events", kV1},
       {2, "result storage: run results, upload ledger, steps, ops, kernels, metrics", kV2},
+      {3, "query results: kernel findings, raw and utilization timelines", kV3},
   };
   return migrations;
 }

@@ -159,6 +159,27 @@ struct MetricRow {
   std::string unit;
 };
 
+// One KernelFinding of a run (schema version 3).
+struct FindingRow {
+  std::string kernel;
+  std::string op;
+  std::string phase;
+  std::string category;
+  double share = 0;
+  double speedup = 0;
+  double priority = 0;
+  std::string rule;
+  std::string finding;
+};
+
+// One stored Timeline or UtilizationTimeline message of a run, as protobuf JSON (schema 3).
+struct TimelinePart {
+  std::string kind;       // "timeline" | "utilization"
+  int part = 0;           // 0-based, in upload order
+  int64_t events = 0;     // events (timeline) or samples (utilization) in the part
+  std::string body_json;
+};
+
 // One change of one job (or of the study), in the order the server saw it.
 struct EventRecord {
   int64_t event_id = 0;           // assigned by the store; strictly increasing

@@ -20,9 +20,10 @@
 namespace medprof::server {
 namespace {
 
-constexpr std::array<absl::string_view, 13> kTables = {
+constexpr std::array<absl::string_view, 15> kTables = {
     "schema_version", "agents",    "agent_devices", "agent_labels", "studies",     "jobs",  "runs",
-    "run_chunks",     "run_steps", "run_ops",       "run_kernels",  "run_metrics", "events"};
+    "run_chunks",     "run_steps", "run_ops",       "run_kernels",  "run_metrics", "events",
+    "run_findings", "run_timelines"};
 
 std::string JoinInts(const std::vector<int>& v) { return absl::StrJoin(v, ","); }
 
@@ -554,6 +555,58 @@ class SqliteTx : public StoreTx {
     return Collect<MetricRow>(*st, [](const Statement& s) {
       return MetricRow{s.Text(0), s.Text(1), s.Double(2), s.Text(3)};
     });
+  }
+
+  // ---- findings and timelines
+  absl::Status InsertFindings(const std::string& run_id, const std::vector<FindingRow>& rows) override {
+    for (const FindingRow& r : rows) {
+      MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
+          "INSERT INTO run_findings (run_id, kernel, op, phase, category, share, speedup, priority, rule, finding) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"));
+      MEDPROF_RETURN_IF_ERROR(st->BindAll(run_id, r.kernel, r.op, r.phase, r.category, r.share, r.speedup,
+                                          r.priority, r.rule, r.finding));
+      MEDPROF_RETURN_IF_ERROR(st->Run());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<FindingRow>> ListFindings(const std::string& run_id) override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
+        "SELECT kernel, op, phase, category, share, speedup, priority, rule, finding FROM run_findings "
+        "WHERE run_id = ?1 ORDER BY priority DESC, rowid"));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(run_id));
+    return Collect<FindingRow>(*st, [](const Statement& s) {
+      return FindingRow{s.Text(0), s.Text(1), s.Text(2), s.Text(3), s.Double(4),
+                        s.Double(5), s.Double(6), s.Text(7), s.Text(8)};
+    });
+  }
+
+  absl::Status AppendTimelinePart(const std::string& run_id, const TimelinePart& p) override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
+        "INSERT INTO run_timelines (run_id, kind, part, events, body_json) "
+        "VALUES (?1, ?2, (SELECT COUNT(*) FROM run_timelines WHERE run_id = ?1 AND kind = ?2), ?3, ?4)"));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(run_id, p.kind, p.events, p.body_json));
+    return st->Run();
+  }
+
+  absl::StatusOr<std::vector<TimelinePart>> ListTimelineParts(const std::string& run_id,
+                                                              std::string_view kind) override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
+        "SELECT kind, part, events, body_json FROM run_timelines WHERE run_id = ?1 AND kind = ?2 ORDER BY part"));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(run_id, kind));
+    return Collect<TimelinePart>(*st, [](const Statement& s) {
+      return TimelinePart{s.Text(0), static_cast<int>(s.Int(1)), s.Int(2), s.Text(3)};
+    });
+  }
+
+  absl::StatusOr<std::map<std::string, int64_t>> CountJobsByState() override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+    std::map<std::string, int64_t> out;
+    while (true) {
+      MEDPROF_ASSIGN_OR_RETURN(bool row, st->Step());
+      if (!row) return out;
+      out[st->Text(0)] = st->Int(1);
+    }
   }
 
   // ---- events

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -95,6 +96,18 @@ class StoreTx {
   virtual absl::StatusOr<std::vector<OpRow>> ListOps(const std::string& run_id) = 0;
   virtual absl::StatusOr<std::vector<KernelRow>> ListKernels(const std::string& run_id) = 0;
   virtual absl::StatusOr<std::vector<MetricRow>> ListMetrics(const std::string& run_id) = 0;
+
+  // ---- findings and timelines (schema version 3)
+  virtual absl::Status InsertFindings(const std::string& run_id, const std::vector<FindingRow>& rows) = 0;
+  // Highest priority first.
+  virtual absl::StatusOr<std::vector<FindingRow>> ListFindings(const std::string& run_id) = 0;
+  // Appends one part of `kind` (part = number of parts of that kind stored so far).
+  virtual absl::Status AppendTimelinePart(const std::string& run_id, const TimelinePart& part) = 0;
+  // The run's parts of `kind`, in part order.
+  virtual absl::StatusOr<std::vector<TimelinePart>> ListTimelineParts(const std::string& run_id,
+                                                                      std::string_view kind) = 0;
+  // Jobs of every study per state name ("queued", "running", ...); states without jobs absent.
+  virtual absl::StatusOr<std::map<std::string, int64_t>> CountJobsByState() = 0;
 
   // ---- events
   // Appends the event and returns its event_id.

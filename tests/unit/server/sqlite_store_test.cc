@@ -1,4 +1,5 @@
 #include "server/store/sqlite_store.h"
+#include "server/store/migrations.h"
 
 #include <sqlite3.h>
 #include <unistd.h>
@@ -6,6 +7,7 @@
 #include <filesystem>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -99,17 +101,17 @@ TEST(SqliteStore, EmptyFileGetsEveryMigration) {
   TempDir dir;
   auto store = OpenOrDie(dir.File("m.db"));
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->schema_version(), 2);
+  EXPECT_EQ(store->schema_version(), LatestSchemaVersion());
   EXPECT_EQ(store->journal_mode(), "wal");
-  EXPECT_EQ(Count(*store, "schema_version"), 2);
+  EXPECT_EQ(Count(*store, "schema_version"), LatestSchemaVersion());
   for (const char* t : {"agents", "studies", "jobs", "runs", "events", "run_chunks", "run_steps", "run_ops",
-                        "run_kernels", "run_metrics"}) {
+                        "run_kernels", "run_metrics", "run_findings", "run_timelines"}) {
     EXPECT_EQ(Count(*store, t), 0) << t;
   }
   // Opening again applies nothing.
   store.reset();
   store = OpenOrDie(dir.File("m.db"));
-  EXPECT_EQ(Count(*store, "schema_version"), 2);
+  EXPECT_EQ(Count(*store, "schema_version"), LatestSchemaVersion());
 }
 
 TEST(SqliteStore, MigratesAVersion1DatabaseAndKeepsItsData) {
@@ -131,7 +133,7 @@ TEST(SqliteStore, MigratesAVersion1DatabaseAndKeepsItsData) {
   }
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->schema_version(), 2);
+  EXPECT_EQ(store->schema_version(), LatestSchemaVersion());
   ASSERT_THAT(store->Write([](StoreTx& tx) -> absl::Status {
     MEDPROF_ASSIGN_OR_RETURN(auto study, tx.GetStudy("st-1"));
     EXPECT_TRUE(study.has_value());
@@ -172,7 +174,7 @@ TEST(SqliteStore, RefusesADatabaseFromANewerServer) {
   o.path = path;
   EXPECT_THAT(SqliteStore::Open(o),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("schema version 7 but this medprof-server knows versions up to 2")));
+                       HasSubstr(absl::StrCat("schema version 7 but this medprof-server knows versions up to ", LatestSchemaVersion()))));
 }
 
 TEST(SqliteStore, MissingDirectoryNamesThePath) {
