@@ -47,14 +47,22 @@ absl::StatusOr<BackendChoice> ChooseBackend(v1::DeviceKind requested, const GpuP
   return c;
 }
 
-absl::StatusOr<CreatedProfiler> CreateProfiler(const BackendChoice& choice, const GpuProbe& probe) {
+absl::StatusOr<CreatedProfiler> CreateProfiler(const BackendChoice& choice, const GpuProbe& probe,
+                                               const ProfilerRequest& request) {
   CreatedProfiler out;
   CpuProfilerOptions cpu;
   cpu.no_gpu_reason = choice.reason.empty() ? "no GPU" : choice.reason;
-  if (choice.backend == "cupti") {
+  if (choice.backend == "cupti" && !request.trace) {
+    out.fallback_reason = "trace off (requested): no CUPTI in this run";
+    cpu.no_gpu_reason = out.fallback_reason;
+  } else if (choice.backend == "cupti") {
 #if MEDPROF_HAVE_CUDA
     CuptiProfilerOptions options;
     options.gpu = probe.gpu;
+    options.sampling = request.sampling;
+    options.metrics = request.metrics;
+    options.metrics_top_k = request.metrics_top_k;
+    options.overhead_pairs = request.overhead_pairs;
     auto cupti = CuptiProfiler::Create(options);
     if (cupti.ok()) {
       out.profiler = std::move(cupti).value();

@@ -36,11 +36,21 @@ bool TorchHasCuda();
 absl::StatusOr<BackendChoice> ChooseBackend(v1::DeviceKind requested, const GpuProbe& probe,
                                             bool torch_has_cuda);
 
+// What the job asks of the profiler (WorkloadConfig's profiler fields).
+struct ProfilerRequest {
+  bool trace = true;        // false: no CUPTI at all (e.g. to run under Nsight Compute)
+  bool sampling = true;     // PC + PM sampling where counters are permitted
+  bool metrics = false;     // the range-profiler metrics layer
+  int metrics_top_k = 20;
+  int overhead_pairs = 3;   // trace on/off step pairs measuring the trace overhead
+};
+
 struct CreatedProfiler {
   std::unique_ptr<Profiler> profiler;
   std::string fallback_reason;  // set when the CUPTI backend was chosen but could not start
 };
 
-absl::StatusOr<CreatedProfiler> CreateProfiler(const BackendChoice& choice, const GpuProbe& probe);
+absl::StatusOr<CreatedProfiler> CreateProfiler(const BackendChoice& choice, const GpuProbe& probe,
+                                               const ProfilerRequest& request = {});
 
 }  // namespace medprof::profiler

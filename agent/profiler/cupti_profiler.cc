@@ -1,7 +1,9 @@
 #include "agent/profiler/cupti_profiler.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/profiler/cuda_call.h"
+#include "agent/profiler/cupti_callbacks.h"
 #include "common/logging.h"
 #include "common/status.h"
 
@@ -26,7 +28,35 @@ absl::StatusOr<std::unique_ptr<CuptiProfiler>> CuptiProfiler::Create(const Cupti
           options.tracer, [kernels](const std::vector<TraceRecord>& batch) { kernels->Add(batch); },
           [kernels](uint64_t dropped) { kernels->AddDropped(dropped); }));
   MEDPROF_ASSIGN_OR_RETURN(p->op_tracer_, OpTracer::Create(&p->tracker_, &p->ops_, p.get()));
+  if (options.sampling) {
+    // PC sampling must be enabled as the context is created, before any module loads.
+    auto callbacks = CuptiCallbacks::Install();
+    if (callbacks.ok()) {
+      CuptiProfiler* self = p.get();
+      (*callbacks)->SetContextCreatedHook([self](CUcontext ctx) { self->OnContextCreated(ctx); });
+    } else {
+      p->pc_status_ = callbacks.status();
+    }
+  } else {
+    p->pc_status_ = absl::FailedPreconditionError("not requested (sampling off)");
+    p->pm_status_ = p->pc_status_;
+  }
   return p;
+}
+
+void CuptiProfiler::OnContextCreated(CUcontext ctx) {
+  if (pc_ != nullptr) return;  // one context: LibTorch's primary context
+  PcSamplerOptions o;
+  o.period_exponent = options_.pc_period_exponent;
+  auto sampler = PcSampler::Enable(ctx, o);
+  if (!sampler.ok()) {
+    pc_status_ = sampler.status();
+    kLog.Warn("PC sampling unavailable: {}", pc_status_.ToString());
+    return;
+  }
+  pc_ = std::move(sampler).value();
+  pc_status_ = absl::OkStatus();
+  kLog.Info("PC sampling enabled (continuous, every 2^{} cycles)", o.period_exponent);
 }
 
 CuptiProfiler::~CuptiProfiler() {
@@ -60,14 +90,28 @@ void CuptiProfiler::SynchronizeDevice(const char* where) {
 
 void CuptiProfiler::OnStepBegin(int index, bool measured) {
   SynchronizeDevice("step begin");  // work queued before the step belongs to no step window
+  if (measured && index == 0 && pc_ != nullptr && pc_->enabled()) {
+    if (absl::Status s = pc_->Drain(/*keep=*/false, nullptr); !s.ok()) {
+      pc_status_ = s;
+      kLog.Warn("PC sampling: {}", s.ToString());
+    }
+  }
   tracker_.BeginStep(index, measured);
   kernels_->BeginStep(index, measured, cupti_->NowNs());
 }
 
 void CuptiProfiler::OnStepEnd(const meddpm::StepReport& report) {
-  (void)report;
   SynchronizeDevice("step end");  // the step's kernels have finished before its window closes
   kernels_->EndStep(cupti_->NowNs());
+  if (report.measured) measured_wall_ns_.push_back(report.wall_ns);
+  if (report.measured && pc_ != nullptr && pc_->enabled() && pc_status_.ok()) {
+    if (absl::Status s = pc_->Drain(/*keep=*/true, &stalls_); !s.ok()) {
+      pc_status_ = s;
+      kLog.Warn("PC sampling: {}", s.ToString());
+    } else {
+      pc_collected_ = true;
+    }
+  }
   while (phase_pushes_ > 0) {  // a sub-phase left open by the step
     cupti_->PopExternalId();
     --phase_pushes_;
@@ -101,9 +145,21 @@ v1::OpAggregates CuptiProfiler::Ops() const { return ops_.Snapshot(tracker_.meas
 std::optional<v1::KernelAggregates> CuptiProfiler::Kernels() const { return kernels_->Snapshot(); }
 
 std::vector<v1::LayerStatus> CuptiProfiler::Layers() const {
-  return {MakeLayer(kLayerCpu, true), MakeLayer(kLayerTrace, true),
-          MakeLayer(kLayerSampling, false, kNotImplemented),
-          MakeLayer(kLayerMetrics, false, kNotImplemented)};
+  // Sampling ran when either sampler produced data; the reason names both when one did not.
+  const bool pc_ok = pc_collected_ && pc_status_.ok();
+  const bool pm_ok = pm_status_.ok() && utilization_.has_value();
+  std::string sampling_reason;
+  if (!pc_ok) sampling_reason = absl::StrCat("PC sampling: ", pc_status_.ok() ? "no samples" : pc_status_.message());
+  if (!pm_ok) {
+    absl::StrAppend(&sampling_reason, sampling_reason.empty() ? "" : "; ", "PM sampling: ",
+                    pm_status_.ok() ? "no samples" : pm_status_.message());
+  }
+  v1::LayerStatus sampling = MakeLayer(kLayerSampling, pc_ok || pm_ok, sampling_reason);
+  if (pc_ok != pm_ok) sampling.set_reason(sampling_reason);  // partial: say which half is missing
+  std::string metrics_reason(metrics_status_.message());
+  v1::LayerStatus metrics = MakeLayer(kLayerMetrics, metrics_status_.ok(), metrics_reason);
+  if (metrics_status_.ok() && !metrics_notes_.empty()) metrics.set_reason(absl::StrJoin(metrics_notes_, "; "));
+  return {MakeLayer(kLayerCpu, true), MakeLayer(kLayerTrace, true), sampling, metrics};
 }
 
 void CuptiProfiler::DescribeEnvironment(v1::Environment* env) const {

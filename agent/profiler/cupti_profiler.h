@@ -10,8 +10,15 @@
 // cudaDeviceSynchronize, so GPU work counts for the step that launched it and warm-up work is
 // left out. Kernel aggregation and the raw timeline are KernelAggregator's.
 //
-// Layers: "cpu" and "trace" ran; "sampling" (PC/PM sampling) and "metrics" (range profiler)
-// are reported as not run: "not implemented in this build".
+// Sampling layer: PC sampling (continuous) is enabled when the CUDA context is created and
+// drained at every measured step's end (warm-up samples are discarded) -> per-kernel stall
+// shares; PM sampling runs in its own window of one step after the measured steps (the three
+// counter users never overlap) -> a utilization timeline. Metrics layer (on request): the range
+// profiler, auto range + kernel replay armed by launch callbacks around the first launch of
+// each top-K kernel (by trace time) in one extra step, then user range + user replay around
+// the phases (fwd, bwd, optim, sample_step), one extra step per pass. Trace overhead: pairs of
+// extra steps with the activity trace on and paused, interleaved. Each layer that cannot run
+// says why in Layers(); none of them fails the run.
 //
 // Thread safety: as Profiler (profiler.h). One per process (CUPTI state is process-wide).
 #pragma once
@@ -22,7 +29,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include <cuda.h>
+
+#include <map>
+
+#include "agent/profiler/cupti_host.h"
 #include "agent/profiler/cupti_tracer.h"
+#include "agent/profiler/metric_catalog.h"
+#include "agent/profiler/pc_sampler.h"
+#include "agent/profiler/stall_samples.h"
 #include "agent/profiler/gpu_probe.h"
 #include "agent/profiler/kernel_aggregator.h"
 #include "agent/profiler/op_aggregator.h"
@@ -36,6 +51,11 @@ struct CuptiProfilerOptions {
   GpuInfo gpu;                 // the device the workload uses (limits -> occupancy)
   CuptiTracerOptions tracer;   // buffer pool and flush period
   int timeline_steps = 3;      // measured steps kept in the raw timeline
+  bool sampling = true;        // PC sampling + PM sampling (need counter permission)
+  uint32_t pc_period_exponent = 17;  // PC sampling every 2^N SM cycles
+  bool metrics = false;        // run the metrics layer (range profiler)
+  int metrics_top_k = 20;      // kernels the metrics layer profiles
+  int overhead_pairs = 3;      // trace on/off step pairs for the overhead figure (0: not measured)
 };
 
 class CuptiProfiler : public Profiler, private OpListener {
@@ -57,6 +77,11 @@ class CuptiProfiler : public Profiler, private OpListener {
   void OnPhaseBegin(std::string_view name) override;
   void OnPhaseEnd(std::string_view name) override;
 
+  absl::Status AfterMeasurement(const StepRunner& run, const ProgressFn& progress) override;
+  std::vector<v1::WorkerMessage> Results() const override;
+  double trace_overhead_pct() const override { return trace_overhead_pct_; }
+  int64_t metrics_wall_ms() const override { return metrics_wall_ms_; }
+
   // The raw timeline of the first measured steps (for Chrome-trace export).
   std::vector<TimelineEvent> Timeline() const { return kernels_->Timeline(); }
   KernelAggregatorCounters counters() const { return kernels_->counters(); }
@@ -66,6 +91,33 @@ class CuptiProfiler : public Profiler, private OpListener {
   void OnOpBegin(uint32_t op_id) override;
   void OnOpEnd(uint32_t op_id) override;
   void SynchronizeDevice(const char* where);
+  void OnContextCreated(CUcontext ctx);
+  absl::Status MeasureTraceOverhead(const StepRunner& run, const ProgressFn& progress);
+  absl::Status RunPmWindow(const StepRunner& run, const ProgressFn& progress);
+  absl::Status RunMetrics(const StepRunner& run, const ProgressFn& progress);
+  absl::Status ProfileKernels(const StepRunner& run, CUcontext ctx, CuptiHost& host,
+                              const ResolvedCatalog& catalog, const std::vector<std::string>& targets);
+  absl::Status ProfilePhases(const StepRunner& run, CUcontext ctx, CuptiHost& host, const ResolvedCatalog& catalog);
+  v1::MetricValues DerivedMetrics() const;
+
+  // Sampling layer.
+  std::unique_ptr<PcSampler> pc_;
+  absl::Status pc_status_ = absl::UnavailableError("PC sampling: no CUDA context was created");
+  StallSamples stalls_;
+  bool pc_collected_ = false;
+  absl::Status pm_status_ = absl::UnavailableError("PM sampling: not run");
+  std::optional<v1::UtilizationTimeline> utilization_;
+  // Metrics layer.
+  absl::Status metrics_status_ = absl::FailedPreconditionError("not requested (submit with --metrics)");
+  std::vector<std::string> metrics_notes_;                 // dropped metrics, dropped ranges...
+  std::map<std::string, std::map<std::string, double>> kernel_metrics_;  // kernel -> medprof name -> value
+  std::map<std::string, std::map<std::string, double>> phase_metrics_;   // phase -> medprof name -> value
+  std::vector<std::string> dropped_metrics_;
+  int64_t metrics_wall_ms_ = 0;
+  std::vector<int64_t> measured_wall_ns_;  // the measured steps' wall times
+  // Trace overhead.
+  double trace_overhead_pct_ = 0.0;
+  std::string overhead_note_;
 
   const CuptiProfilerOptions options_;
   PhaseTracker tracker_;

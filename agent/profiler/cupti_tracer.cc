@@ -123,13 +123,16 @@ absl::StatusOr<std::unique_ptr<CuptiTracer>> CuptiTracer::Start(const CuptiTrace
 }
 
 absl::Status CuptiTracer::Enable() {
-  if (options_.monotonic_clock) {
+  if (!registered_ && options_.monotonic_clock) {
     absl::Status s = MEDPROF_CUPTI_CALL(cuptiActivityRegisterTimestampCallback(&MonotonicTimestamp));
     monotonic_clock_ = s.ok();
     clock_status_ = s;  // reported once tracing is on (without a driver everything fails)
   }
-  MEDPROF_RETURN_IF_ERROR(
-      MEDPROF_CUPTI_CALL(cuptiActivityRegisterCallbacks(&OnBufferRequested, &OnBufferCompleted)));
+  if (!registered_) {
+    MEDPROF_RETURN_IF_ERROR(
+        MEDPROF_CUPTI_CALL(cuptiActivityRegisterCallbacks(&OnBufferRequested, &OnBufferCompleted)));
+    registered_ = true;
+  }
   const std::pair<CUpti_ActivityKind, const char*> kinds[] = {
       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)"},
       {CUPTI_ACTIVITY_KIND_MEMCPY, "cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY)"},
@@ -163,6 +166,25 @@ absl::Status CuptiTracer::Enable() {
             options_.buffer_bytes >> 20, options_.max_buffers, options_.flush_period_ms,
             monotonic_clock_ ? "CLOCK_MONOTONIC" : "CUPTI");
   return absl::OkStatus();
+}
+
+absl::Status CuptiTracer::Pause() {
+  if (paused()) return absl::OkStatus();
+  MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)));
+  paused_.store(true, std::memory_order_release);
+  DisableAll();
+  return absl::OkStatus();
+}
+
+absl::Status CuptiTracer::Flush() {
+  return MEDPROF_CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+}
+
+absl::Status CuptiTracer::Resume() {
+  if (!paused()) return absl::OkStatus();
+  absl::Status s = Enable();
+  paused_.store(false, std::memory_order_release);
+  return s;
 }
 
 void CuptiTracer::DisableAll() {
@@ -219,6 +241,7 @@ void CuptiTracer::Collect() {
 }
 
 void CuptiTracer::PushExternalId(uint64_t id) {
+  if (paused()) return;
   if (cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id) != CUPTI_SUCCESS) {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.correlation_errors += 1;
@@ -226,6 +249,7 @@ void CuptiTracer::PushExternalId(uint64_t id) {
 }
 
 void CuptiTracer::PopExternalId() {
+  if (paused()) return;
   uint64_t last = 0;
   if (cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last) != CUPTI_SUCCESS) {
     std::lock_guard<std::mutex> lock(stats_mu_);

@@ -61,6 +61,14 @@ class CuptiTracer {
   // Forced flush, then disables the activity kinds and joins the collector. Idempotent.
   absl::Status Stop();
 
+  // Turns the activity kinds off (forced flush first) and on again, for the trace-overhead
+  // A/B steps: while paused, CUPTI instruments nothing and Push/PopExternalId do nothing.
+  absl::Status Pause();
+  // Forced flush: every record of finished work reaches the sink before it returns.
+  absl::Status Flush();
+  absl::Status Resume();
+  bool paused() const { return paused_.load(std::memory_order_acquire); }
+
   // Tags CUDA API calls made by this thread until the matching Pop (CUSTOM0 kind).
   void PushExternalId(uint64_t id);
   void PopExternalId();
@@ -87,6 +95,8 @@ class CuptiTracer {
   bool monotonic_clock_ = false;
   absl::Status clock_status_;
   std::vector<int> enabled_kinds_;  // CUpti_ActivityKind values enabled by Enable()
+  std::atomic<bool> paused_{false};
+  bool registered_ = false;  // buffer and timestamp callbacks registered (once per process)
 
   mutable std::mutex pool_mu_;
   std::vector<uint8_t*> free_buffers_;

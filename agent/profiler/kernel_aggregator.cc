@@ -94,11 +94,31 @@ void KernelAggregator::Count(const TraceRecord& r, int step, const OpKey& op) {
   }
   s.count += 1;
   s.total_ns += duration;
+  if (r.kind == RecordKind::kKernel) {
+    s.grid_ns[{static_cast<int32_t>(r.grid[0]), static_cast<int32_t>(r.grid[1]), static_cast<int32_t>(r.grid[2])}] +=
+        duration;
+  }
   s.min_ns = std::min(s.min_ns, duration);
   s.max_ns = std::max(s.max_ns, duration);
   counters_.counted += 1;
   if (op.name.empty()) counters_.unattributed += 1;
   AddTimelineEvent(r, step, op);
+}
+
+std::map<std::string, std::array<int32_t, 3>> KernelAggregator::DominantGrids() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::map<std::array<int32_t, 3>, int64_t>> by_name;
+  for (const auto& [key, s] : stats_) {
+    if (!s.device_kernel) continue;
+    for (const auto& [grid, ns] : s.grid_ns) by_name[s.name][grid] += ns;
+  }
+  std::map<std::string, std::array<int32_t, 3>> out;
+  for (const auto& [name, grids] : by_name) {
+    auto best = std::max_element(grids.begin(), grids.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    out[name] = best->first;
+  }
+  return out;
 }
 
 void KernelAggregator::AddTimelineEvent(const TraceRecord& r, int step, const OpKey& op) {

@@ -20,6 +20,7 @@
 // readers may run concurrently (one mutex).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -87,6 +88,9 @@ class KernelAggregator {
   void Finish();
 
   v1::KernelAggregates Snapshot() const;
+  // Per device-kernel name: the grid (x, y, z) whose launches took the most time in the
+  // measured steps — the launch shape the metrics layer profiles.
+  std::map<std::string, std::array<int32_t, 3>> DominantGrids() const;
   std::vector<TimelineEvent> Timeline() const;
   KernelAggregatorCounters counters() const;
 
@@ -106,6 +110,7 @@ class KernelAggregator {
     int32_t registers = 0, shared_bytes = 0;
     double occupancy = 0.0;
     bool device_kernel = false;
+    std::map<std::array<int32_t, 3>, int64_t> grid_ns;  // time per launch grid
   };
   struct Pending {
     TraceRecord record;

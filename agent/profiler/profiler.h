@@ -15,6 +15,7 @@
 // the workload's). Internals that other threads touch (op callbacks, CUPTI buffers) lock.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,13 @@ inline constexpr char kLayerMetrics[] = "metrics";
 inline constexpr char kNotImplemented[] = "not implemented in this build";
 
 v1::LayerStatus MakeLayer(const std::string& layer, bool ran, const std::string& reason = "");
+
+// Runs `steps` more steps of the workload after the measured ones (trace-overhead A/B steps,
+// the PM-sampling window, the metrics layer's kernel pass and replays), reporting them to
+// `observer` as unmeasured steps.
+using StepRunner = std::function<absl::Status(int steps, meddpm::PhaseObserver* observer)>;
+// Progress of the post-measurement work, for the run's Progress records.
+using ProgressFn = std::function<void(const std::string& stage, int step, int total, const std::string& message)>;
 
 class Profiler : public meddpm::PhaseObserver {
  public:
@@ -57,6 +65,22 @@ class Profiler : public meddpm::PhaseObserver {
   virtual void DescribeEnvironment(v1::Environment* env) const = 0;
   // Measured steps seen so far.
   virtual int measured_steps() const = 0;
+
+  // After the measured steps and before Stop(): the layers that need extra steps (trace
+  // overhead, PM sampling, the metrics layer). A failure of one layer is recorded in Layers()
+  // and does not fail the run; the returned status is for errors of the workload itself.
+  virtual absl::Status AfterMeasurement(const StepRunner& run, const ProgressFn& progress) {
+    (void)run;
+    (void)progress;
+    return absl::OkStatus();
+  }
+  // What the layers produced beyond ops and kernels (after Stop): MetricValues, KernelFindings,
+  // Timeline and UtilizationTimeline records, each only when it has content.
+  virtual std::vector<v1::WorkerMessage> Results() const { return {}; }
+  // Trace-layer overhead in percent of the step time (0 when not measured) and the wall time
+  // of the metrics layer.
+  virtual double trace_overhead_pct() const { return 0.0; }
+  virtual int64_t metrics_wall_ms() const { return 0; }
 };
 
 }  // namespace medprof::profiler

@@ -1,0 +1,117 @@
+#include "agent/profiler/findings.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+
+namespace medprof::profiler {
+namespace {
+
+double Get(const KernelFacts& k, const std::string& name, double fallback = -1.0) {
+  auto it = k.metrics.find(name);
+  return it == k.metrics.end() ? fallback : it->second;
+}
+
+struct Candidate {
+  std::string rule;
+  double speedup = 0.0;
+  std::string text;
+};
+
+bool ElementwiseLike(const std::string& category) {
+  return category == "elementwise" || category == "layout" || category == "copy" || category == "norm" ||
+         category == "upsample" || category == "reduction" || category == "softmax" || category == "optimizer";
+}
+
+}  // namespace
+
+std::string KernelLabel(const KernelFacts& k) {
+  if (absl::StrContains(k.name, "RowwiseMoments") || absl::StrContains(k.name, "welford")) {
+    return "GroupNorm statistics";
+  }
+  absl::string_view op(k.op);
+  if (absl::ConsumePrefix(&op, "aten::") || !op.empty()) return std::string(op);
+  return k.category.empty() ? "kernel" : k.category;
+}
+
+std::vector<v1::KernelFinding> FindKernelFindings(const std::vector<KernelFacts>& kernels,
+                                                  const FindingsOptions& options) {
+  std::vector<v1::KernelFinding> out;
+  for (const KernelFacts& k : kernels) {
+    std::vector<Candidate> c;
+    const double issue = Get(k, "issue_active_pct");
+    const double sm_tp = Get(k, "sm_throughput_pct");
+    const double issue_headroom = issue >= 0 ? std::max(0.0, 1.0 - issue / 100.0) : 1.0;
+
+    // Tensor Cores idle on an FMA-bound convolution / GEMM.
+    const double tensor = Get(k, "tensor_pipe_pct");
+    const double fma = Get(k, "fma_pipe_pct");
+    if ((k.category == "conv" || k.category == "gemm") && tensor >= 0 && fma >= 0 && tensor < 5.0 && fma >= 20.0) {
+      c.push_back({"tensor_cores_idle", fma / 100.0 * (1.0 - options.fp32_to_tensor_peak),
+                   absl::StrFormat("FP32 FMA-bound %s (FMA pipe %.0f%%), Tensor Cores idle",
+                                   k.category == "conv" ? "convolution" : "GEMM", fma)});
+    }
+    // Fewer blocks than SMs: most of the GPU idles.
+    if (options.sm_count > 0 && k.blocks > 0 && k.blocks < options.sm_count) {
+      c.push_back({"small_grid", 1.0 - static_cast<double>(k.blocks) / options.sm_count,
+                   absl::StrFormat("%s: %d blocks on %d SMs", KernelLabel(k), k.blocks, options.sm_count)});
+    }
+    // Memory-bound small kernels: fusion is the fix.
+    const double dram = Get(k, "dram_throughput_pct");
+    if (ElementwiseLike(k.category) && dram >= 60.0 && (sm_tp < 0 || sm_tp < 60.0)) {
+      c.push_back({"memory_bound", 0.5 * dram / 100.0,
+                   absl::StrFormat("memory-bound %s kernel (DRAM %.0f%% of peak): fuse it with its neighbours",
+                                   k.category, dram)});
+    }
+    // Latency: the dominant stall reason, capped by issue-slot headroom.
+    const double cpi = Get(k, "cpi");
+    if (issue >= 0 && issue < 80.0 && cpi > 0) {
+      std::string top;
+      double top_v = 0.0;
+      for (const auto& [name, v] : k.metrics) {
+        if (!absl::StartsWith(name, "stall.") || name == "stall.selected") continue;
+        if (v > top_v) {
+          top_v = v;
+          top = name.substr(6);
+        }
+      }
+      if (!top.empty() && top_v / cpi > 0.3) {
+        c.push_back({absl::StrCat("stall_", top), std::min(top_v / cpi, issue_headroom),
+                     absl::StrFormat("latency-bound: issue slots %.0f%% busy, %.0f%% of warp cycles stalled on %s",
+                                     issue, 100.0 * top_v / cpi, top)});
+      }
+    }
+    // Achieved below theoretical occupancy.
+    const double achieved = Get(k, "achieved_occupancy_pct");
+    if (achieved >= 0 && k.theoretical_occupancy > 0) {
+      const double theo = 100.0 * k.theoretical_occupancy;
+      if (achieved < theo * 0.8) {
+        c.push_back({"occupancy", std::min((theo - achieved) / theo, issue_headroom),
+                     absl::StrFormat("achieved occupancy %.0f%% of %.0f%% theoretical", achieved, theo)});
+      }
+    }
+    if (c.empty()) continue;
+    auto best = std::max_element(c.begin(), c.end(),
+                                 [](const Candidate& a, const Candidate& b) { return a.speedup < b.speedup; });
+    v1::KernelFinding f;
+    f.set_kernel(k.name);
+    f.set_op(k.op);
+    f.set_phase(k.phase);
+    f.set_category(k.category);
+    f.set_share(k.share);
+    f.set_speedup(std::clamp(best->speedup, 0.0, 1.0));
+    f.set_priority(k.share * f.speedup());
+    f.set_rule(best->rule);
+    f.set_finding(best->text);
+    out.push_back(std::move(f));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const v1::KernelFinding& a, const v1::KernelFinding& b) { return a.priority() > b.priority(); });
+  return out;
+}
+
+}  // namespace medprof::profiler

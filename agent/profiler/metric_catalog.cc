@@ -1,0 +1,158 @@
+#include "agent/profiler/metric_catalog.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace medprof::profiler {
+namespace {
+
+MetricEntry E(std::string name, std::string unit, MetricGroup g, std::vector<std::string> candidates,
+              bool percent = false) {
+  return MetricEntry{std::move(name), std::move(unit), g, std::move(candidates), percent};
+}
+
+std::vector<MetricEntry> BuildCatalog() {
+  using G = MetricGroup;
+  std::vector<MetricEntry> c = {
+      E("duration_ns", "ns", G::kCore, {"gpu__time_duration.sum"}),
+      E("sm_cycles", "cycles", G::kCore, {"sm__cycles_elapsed.avg"}),
+      E("sm_active_cycles", "cycles", G::kCore, {"sm__cycles_active.avg"}),
+      E("elapsed_cycles", "cycles", G::kCore, {"gpc__cycles_elapsed.max"}),
+      E("warp_instructions", "inst", G::kCore, {"smsp__inst_executed.sum"}),
+      E("thread_instructions", "inst", G::kCore, {"smsp__thread_inst_executed.sum"}),
+      E("ipc", "inst/cycle", G::kCore, {"sm__inst_executed.avg.per_cycle_active"}),
+      E("issue_active_pct", "%", G::kCore, {"smsp__issue_active.avg.pct_of_peak_sustained_active"}, true),
+      E("achieved_occupancy_pct", "%", G::kCore, {"sm__warps_active.avg.pct_of_peak_sustained_active"}, true),
+      // Tensor Cores from HMMA/HGMMA only: Hopper's split metric excludes HFMA2.MMA (which nvcc
+      // emits for constants in plain FP32 code, spec/cupti.md §2.4); older chips: HMMA pipe.
+      E("tensor_pipe_pct", "%", G::kCore,
+        {"sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
+         "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+         "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"},
+        true),
+      E("fma_pipe_pct", "%", G::kCore, {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"}, true),
+      E("l1_hit_pct", "%", G::kCore, {"l1tex__t_sector_hit_rate.pct"}, true),
+      E("l2_hit_pct", "%", G::kCore, {"lts__t_sector_hit_rate.pct"}, true),
+      E("dram_throughput_pct", "%", G::kCore,
+        {"dram__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"},
+        true),
+      E("dram_bytes_read", "bytes", G::kCore, {"dram__bytes_read.sum"}),
+      E("dram_bytes_write", "bytes", G::kCore, {"dram__bytes_write.sum"}),
+  };
+  for (const char* p : {"fma", "alu", "lsu", "cbu", "fp64", "xu", "adu", "tensor", "uniform"}) {
+    c.push_back(E(absl::StrCat("inst_pipe.", p), "inst", G::kCore, {absl::StrCat("sm__inst_executed_pipe_", p, ".sum")}));
+  }
+  c.push_back(E("cpi", "cycles/inst", G::kStalls, {"smsp__average_warp_latency_per_inst_issued.ratio"}));
+  for (const char* r : {"long_scoreboard", "math_pipe_throttle", "branch_resolving", "short_scoreboard",
+                        "mio_throttle", "lg_throttle", "wait", "barrier", "not_selected", "selected",
+                        "no_instruction", "dispatch_stall", "tex_throttle", "drain", "imc_miss", "membar",
+                        "misc", "sleeping", "gmma"}) {
+    c.push_back(E(absl::StrCat("stall.", r), "cycles/issue", G::kStalls,
+                  {absl::StrCat("smsp__average_warps_issue_stalled_", r, "_per_issue_active.ratio")}));
+  }
+  c.push_back(E("sm_throughput_pct", "%", G::kThroughput, {"sm__throughput.avg.pct_of_peak_sustained_elapsed"}, true));
+  c.push_back(E("memory_throughput_pct", "%", G::kThroughput,
+                {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"}, true));
+  c.push_back(E("l1_throughput_pct", "%", G::kThroughput, {"l1tex__throughput.avg.pct_of_peak_sustained_active"}, true));
+  c.push_back(E("l2_throughput_pct", "%", G::kThroughput, {"lts__throughput.avg.pct_of_peak_sustained_elapsed"}, true));
+  for (const char* s : {"fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "dadd", "dmul", "dfma", "fp32", "fp16",
+                        "fp64", "integer", "bit", "conversion", "memory", "control", "misc"}) {
+    c.push_back(E(absl::StrCat("sass.", s), "thread inst", G::kSass,
+                  {absl::StrCat("smsp__sass_thread_inst_executed_op_", s, "_pred_on.sum")}));
+  }
+  return c;
+}
+
+std::vector<MetricEntry> BuildPm() {
+  using G = MetricGroup;
+  return {
+      E("sm_active_pct", "%", G::kCore, {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed"}, true),
+      E("issue_active_pct", "%", G::kCore, {"sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed"}, true),
+      E("tensor_pipe_pct", "%", G::kCore,
+        {"sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
+         "sm__pipe_shared_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed"},
+        true),
+      E("warps_active_pct", "%", G::kCore, {"sm__warps_active_realtime.avg.pct_of_peak_sustained_elapsed"}, true),
+      E("l2_throughput_pct", "%", G::kCore, {"lts__t_sectors.avg.pct_of_peak_sustained_elapsed"}, true),
+      E("dram_throughput_pct", "%", G::kCore, {"dram__throughput.avg.pct_of_peak_sustained_elapsed"}, true),
+      E("sm_clock_hz", "Hz", G::kCore, {"gpc__cycles_elapsed.avg.per_second"}),
+  };
+}
+
+}  // namespace
+
+const char* MetricGroupName(MetricGroup g) {
+  switch (g) {
+    case MetricGroup::kCore:
+      return "core";
+    case MetricGroup::kStalls:
+      return "stalls";
+    case MetricGroup::kThroughput:
+      return "throughput";
+    case MetricGroup::kSass:
+      return "sass";
+  }
+  return "?";
+}
+
+const std::vector<MetricEntry>& MetricCatalog() {
+  static const std::vector<MetricEntry> kCatalog = BuildCatalog();
+  return kCatalog;
+}
+
+const std::vector<MetricEntry>& PmSamplingCatalog() {
+  static const std::vector<MetricEntry> kPm = BuildPm();
+  return kPm;
+}
+
+ResolvedCatalog ResolveCatalog(const std::vector<MetricEntry>& catalog, const std::string& chip,
+                               const MetricValidity& valid) {
+  ResolvedCatalog out;
+  out.chip = chip;
+  for (const MetricEntry& e : catalog) {
+    std::vector<std::string> why;
+    bool found = false;
+    for (const std::string& cand : e.candidates) {
+      const std::string reason = valid(cand);
+      if (reason.empty()) {
+        out.metrics.push_back(ResolvedMetric{e.name, e.unit, cand, e.group, e.percent});
+        found = true;
+        break;
+      }
+      why.push_back(absl::StrCat(cand, " (", reason, ")"));
+    }
+    if (!found) {
+      out.dropped.push_back(
+          DroppedMetric{e.name, absl::StrCat("no valid Perfworks metric on ", chip, ": ", absl::StrJoin(why, "; "))});
+    }
+  }
+  return out;
+}
+
+std::vector<ResolvedMetric> ResolvedCatalog::InGroups(const std::vector<MetricGroup>& groups) const {
+  std::vector<ResolvedMetric> out;
+  for (const ResolvedMetric& m : metrics) {
+    if (std::find(groups.begin(), groups.end(), m.group) != groups.end()) out.push_back(m);
+  }
+  return out;
+}
+
+std::vector<std::string> ResolvedCatalog::PerfworksNames(const std::vector<MetricGroup>& groups) const {
+  std::vector<std::string> out;
+  for (const ResolvedMetric& m : InGroups(groups)) out.push_back(m.perfworks);
+  return out;
+}
+
+bool SanitizeMetricValue(const ResolvedMetric& m, double* value) {
+  if (!std::isfinite(*value)) {
+    *value = 0.0;
+    return false;
+  }
+  if (m.percent) *value = std::clamp(*value, 0.0, 100.0);
+  return true;
+}
+
+}  // namespace medprof::profiler

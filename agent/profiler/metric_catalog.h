@@ -1,0 +1,69 @@
+// MetricCatalog: medprof's metric names (docs/metrics.md) and the Perfworks metrics behind them.
+//
+// Each entry names one medprof metric, its unit, the group it is collected with (core,
+// stalls, throughput, sass — the groups of spec/cupti.md §1.3) and the Perfworks names that
+// can supply it, in order of preference (chips differ: e.g. Hopper's
+// `sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active` excludes HFMA2.MMA, older chips
+// only have the HMMA pipe). Resolve() picks, per chip, the first candidate a validity
+// predicate accepts (the CUPTI host API in metric_validator.h) and records every entry it had
+// to drop with the reason — the metrics layer never fails on one bad name.
+//
+// Pure data and logic: no CUPTI, no CUDA. Thread-safe (immutable after construction).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace medprof::profiler {
+
+enum class MetricGroup { kCore, kStalls, kThroughput, kSass };
+const char* MetricGroupName(MetricGroup g);
+
+struct MetricEntry {
+  std::string name;                     // medprof name, e.g. "tensor_pipe_pct"
+  std::string unit;                     // "ns", "cycles", "inst", "%", "bytes", ...
+  MetricGroup group = MetricGroup::kCore;
+  std::vector<std::string> candidates;  // Perfworks names, preferred first
+  bool percent = false;                 // a 0..100 value: clamped, time-weighted when averaged
+};
+
+// A catalog entry resolved for one chip.
+struct ResolvedMetric {
+  std::string name;       // medprof name
+  std::string unit;
+  std::string perfworks;  // the Perfworks metric chosen
+  MetricGroup group = MetricGroup::kCore;
+  bool percent = false;
+};
+
+struct DroppedMetric {
+  std::string name;    // medprof name
+  std::string reason;  // e.g. "no valid Perfworks metric on GH100: sm__x.sum (CUPTI_ERROR_INVALID_METRIC_NAME)"
+};
+
+struct ResolvedCatalog {
+  std::string chip;
+  std::vector<ResolvedMetric> metrics;
+  std::vector<DroppedMetric> dropped;
+  // The Perfworks names of the metrics in `groups`, in catalog order.
+  std::vector<std::string> PerfworksNames(const std::vector<MetricGroup>& groups) const;
+  std::vector<ResolvedMetric> InGroups(const std::vector<MetricGroup>& groups) const;
+};
+
+// Returns "" when `perfworks` is valid on the chip, else the reason it is not.
+using MetricValidity = std::function<std::string(const std::string& perfworks)>;
+
+// The full catalog of docs/metrics.md, in a fixed order.
+const std::vector<MetricEntry>& MetricCatalog();
+
+// The PM-sampling columns (single-pass set, spec/cupti.md §4.2): medprof name -> candidates.
+const std::vector<MetricEntry>& PmSamplingCatalog();
+
+ResolvedCatalog ResolveCatalog(const std::vector<MetricEntry>& catalog, const std::string& chip,
+                               const MetricValidity& valid);
+
+// Clamps percentages to [0, 100] (hardware ratios can read 101 %); NaN/inf -> 0 and false.
+bool SanitizeMetricValue(const ResolvedMetric& m, double* value);
+
+}  // namespace medprof::profiler

@@ -1,0 +1,154 @@
+// The profiler's pure pieces behind the sampling and metrics layers: the metric catalog's
+// per-chip resolution (with a fake validity oracle), PC-sampling stall shares, and the
+// findings/priority rules (spec/cupti.md §5) on hand-made kernel facts.
+#include "agent/profiler/findings.h"
+#include "agent/profiler/metric_catalog.h"
+#include "agent/profiler/stall_samples.h"
+
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace medprof::profiler {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(MetricCatalog, EveryDocumentedNameIsThereOnceWithACandidate) {
+  std::set<std::string> names;
+  for (const MetricEntry& e : MetricCatalog()) {
+    EXPECT_TRUE(names.insert(e.name).second) << "duplicate " << e.name;
+    EXPECT_FALSE(e.candidates.empty()) << e.name;
+  }
+  for (const char* n : {"duration_ns", "sm_cycles", "warp_instructions", "tensor_pipe_pct", "fma_pipe_pct",
+                        "achieved_occupancy_pct", "l1_hit_pct", "l2_hit_pct", "dram_throughput_pct",
+                        "issue_active_pct", "sm_throughput_pct", "cpi", "stall.long_scoreboard",
+                        "inst_pipe.fma", "sass.ffma", "dram_bytes_read"}) {
+    EXPECT_TRUE(names.count(n)) << n;
+  }
+}
+
+TEST(MetricCatalog, ResolvePicksTheFirstValidCandidateAndExplainsDrops) {
+  const std::vector<MetricEntry> catalog = {
+      {"tensor_pipe_pct", "%", MetricGroup::kCore, {"a.hgmma", "b.hmma"}, true},
+      {"stall.gmma", "cycles/issue", MetricGroup::kStalls, {"c.gmma"}, false},
+      {"duration_ns", "ns", MetricGroup::kCore, {"gpu__time_duration.sum"}, false},
+  };
+  const ResolvedCatalog r = ResolveCatalog(catalog, "GA100", [](const std::string& m) -> std::string {
+    if (m == "a.hgmma" || m == "c.gmma") return "CUPTI_ERROR_INVALID_METRIC_NAME";
+    return "";
+  });
+  ASSERT_EQ(r.metrics.size(), 2u);
+  EXPECT_EQ(r.metrics[0].name, "tensor_pipe_pct");
+  EXPECT_EQ(r.metrics[0].perfworks, "b.hmma");
+  ASSERT_EQ(r.dropped.size(), 1u);
+  EXPECT_EQ(r.dropped[0].name, "stall.gmma");
+  EXPECT_THAT(r.dropped[0].reason, HasSubstr("GA100"));
+  EXPECT_THAT(r.dropped[0].reason, HasSubstr("c.gmma (CUPTI_ERROR_INVALID_METRIC_NAME)"));
+  EXPECT_EQ(r.PerfworksNames({MetricGroup::kCore}), (std::vector<std::string>{"b.hmma", "gpu__time_duration.sum"}));
+  EXPECT_TRUE(r.PerfworksNames({MetricGroup::kSass}).empty());
+}
+
+TEST(MetricCatalog, PercentagesAreClampedAndNonFiniteValuesRejected) {
+  ResolvedMetric pct{"l2_hit_pct", "%", "lts__t_sector_hit_rate.pct", MetricGroup::kCore, true};
+  double v = 101.5;  // seen on the H200 (spec/cupti.md §2.7)
+  EXPECT_TRUE(SanitizeMetricValue(pct, &v));
+  EXPECT_DOUBLE_EQ(v, 100.0);
+  ResolvedMetric count{"warp_instructions", "inst", "smsp__inst_executed.sum", MetricGroup::kCore, false};
+  v = 3.5e9;
+  EXPECT_TRUE(SanitizeMetricValue(count, &v));
+  EXPECT_DOUBLE_EQ(v, 3.5e9);
+  v = std::nan("");
+  EXPECT_FALSE(SanitizeMetricValue(count, &v));
+  EXPECT_DOUBLE_EQ(v, 0.0);
+}
+
+TEST(StallSamples, PoolsIssuedAndNotIssuedSamplesPerReason) {
+  EXPECT_EQ(NormalizeStallReason("smsp__pcsamp_warps_issue_stalled_long_scoreboard"), "long_scoreboard");
+  EXPECT_EQ(NormalizeStallReason("smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued"), "long_scoreboard");
+  EXPECT_EQ(NormalizeStallReason("smsp__pcsamp_sample_count"), "");
+  StallSamples s;
+  s.Add("copy_kernel", "smsp__pcsamp_warps_issue_stalled_long_scoreboard", 90);
+  s.Add("copy_kernel", "smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued", 9);
+  s.Add("copy_kernel", "smsp__pcsamp_warps_issue_stalled_selected", 1);
+  s.Add("copy_kernel", "smsp__pcsamp_sample_count", 1000);  // a total, not a reason: ignored
+  s.Add("fma_kernel", "smsp__pcsamp_warps_issue_stalled_math_pipe_throttle", 3);
+  s.AddDropped(7);
+  EXPECT_EQ(s.total(), 103u);
+  EXPECT_EQ(s.dropped(), 7u);
+  const auto shares = s.Shares("copy_kernel");
+  ASSERT_EQ(shares.size(), 2u);
+  EXPECT_DOUBLE_EQ(shares.at("long_scoreboard"), 0.99);
+  EXPECT_DOUBLE_EQ(shares.at("selected"), 0.01);
+  EXPECT_TRUE(s.Shares("unknown").empty());
+}
+
+KernelFacts Conv(double share, double fma, double tensor) {
+  KernelFacts k;
+  k.name = "sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nhwckrsc_nchw";
+  k.op = "aten::cudnn_convolution";
+  k.phase = "fwd";
+  k.category = "conv";
+  k.share = share;
+  k.blocks = 1024;
+  k.metrics = {{"fma_pipe_pct", fma}, {"tensor_pipe_pct", tensor}, {"issue_active_pct", 90.0}};
+  return k;
+}
+
+TEST(Findings, FmaBoundConvolutionWithIdleTensorCores) {
+  FindingsOptions o;
+  o.sm_count = 132;
+  const auto f = FindKernelFindings({Conv(0.5, 80.0, 0.0)}, o);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule(), "tensor_cores_idle");
+  EXPECT_THAT(f[0].finding(), HasSubstr("FP32 FMA-bound convolution"));
+  EXPECT_THAT(f[0].finding(), HasSubstr("Tensor Cores idle"));
+  // s = 0.80 x (1 - 67/495); priority = 0.5 x s.
+  EXPECT_NEAR(f[0].speedup(), 0.8 * (1.0 - 67.0 / 495.0), 1e-12);
+  EXPECT_NEAR(f[0].priority(), 0.5 * f[0].speedup(), 1e-12);
+  // With Tensor Cores busy (TF32) the finding disappears.
+  EXPECT_TRUE(FindKernelFindings({Conv(0.5, 10.0, 60.0)}, o).empty());
+}
+
+TEST(Findings, SmallGridNeedsNoCountersAndNamesTheGroupNormStatistics) {
+  KernelFacts k;
+  k.name = "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>(long, float, float const*, float*, float*)";
+  k.op = "aten::native_group_norm";
+  k.phase = "fwd";
+  k.category = "norm";
+  k.share = 0.39;
+  k.blocks = 32;
+  FindingsOptions o;
+  o.sm_count = 132;
+  const auto f = FindKernelFindings({k}, o);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule(), "small_grid");
+  EXPECT_EQ(f[0].finding(), "GroupNorm statistics: 32 blocks on 132 SMs");
+  EXPECT_NEAR(f[0].speedup(), 1.0 - 32.0 / 132.0, 1e-12);
+  EXPECT_NEAR(f[0].priority(), 0.39 * (1.0 - 32.0 / 132.0), 1e-12);
+}
+
+TEST(Findings, SortedByPriorityAndLatencyCappedByIssueHeadroom) {
+  KernelFacts copy;
+  copy.name = "elementwise_kernel";
+  copy.category = "elementwise";
+  copy.share = 0.2;
+  copy.blocks = 4096;
+  copy.metrics = {{"dram_throughput_pct", 80.0}, {"sm_throughput_pct", 20.0}, {"issue_active_pct", 10.0},
+                  {"cpi", 100.0}, {"stall.long_scoreboard", 90.0}, {"stall.selected", 1.0}};
+  FindingsOptions o;
+  o.sm_count = 132;
+  const auto f = FindKernelFindings({Conv(0.3, 80.0, 0.0), copy}, o);
+  ASSERT_EQ(f.size(), 2u);
+  // copy: memory_bound 0.4, stall_long_scoreboard min(0.9, 1 - 0.10) = 0.9 -> priority 0.18;
+  // conv: 0.3 x 0.69 = 0.207 -> first.
+  EXPECT_EQ(f[0].category(), "conv");
+  EXPECT_EQ(f[1].rule(), "stall_long_scoreboard");
+  EXPECT_NEAR(f[1].speedup(), 0.9, 1e-12);
+  EXPECT_NEAR(f[1].priority(), 0.18, 1e-12);
+  EXPECT_THAT(f[1].finding(), HasSubstr("90% of warp cycles stalled on long_scoreboard"));
+}
+
+}  // namespace
+}  // namespace medprof::profiler
