@@ -22,7 +22,9 @@
 #include "agent/worker/worker_args.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/result_stream.h"
 #include "common/version.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace {
 
@@ -102,6 +104,30 @@ int main(int argc, char** argv) {
       break;
   }
   medprof::logging::Init("medprof-worker", a.log_level);
+
+  if (a.action == WorkerArgs::Action::kDecode) {
+    // A results file as JSON lines (for scripts and the Nsight Compute comparison).
+    auto reader = medprof::ResultReader::OpenFile(a.decode_path);
+    if (!reader.ok()) return InvalidConfig(nullptr, std::string(reader.status().message()));
+    medprof::v1::WorkerMessage m;
+    google::protobuf::util::JsonPrintOptions options;
+    options.preserve_proto_field_names = true;
+    for (;;) {
+      auto more = (*reader)->Next(&m);
+      if (!more.ok()) {
+        std::fprintf(stderr, "medprof-worker: --decode %s: %s\n", a.decode_path.c_str(),
+                     more.status().ToString().c_str());
+        return medprof::worker::kExitWorkloadFailed;
+      }
+      if (!*more) return medprof::worker::kExitOk;
+      std::string line;
+      if (auto st = google::protobuf::util::MessageToJsonString(m, &line, options); !st.ok()) {
+        std::fprintf(stderr, "medprof-worker: --decode: %s\n", st.ToString().c_str());
+        return medprof::worker::kExitWorkloadFailed;
+      }
+      std::printf("%s\n", line.c_str());
+    }
+  }
 
   if (a.action == WorkerArgs::Action::kDescribe) {
     auto effective = medprof::worker::Effective(a.config);

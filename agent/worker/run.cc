@@ -20,6 +20,10 @@
 #include "common/workload_config.h"
 #include "workloads/meddpm/workload.h"
 
+#if MEDPROF_HAVE_CUDA
+#include <nvtx3/nvToolsExt.h>  // header-only NVTX3: ranges that Nsight tools can filter on
+#endif
+
 namespace medprof::worker {
 namespace {
 
@@ -43,12 +47,20 @@ class StepObserver : public meddpm::PhaseObserver {
   StepObserver(const RunContext& ctx, profiler::Profiler* profiler)
       : ctx_(ctx), profiler_(profiler) {}
 
-  void OnStepBegin(int index, bool measured) override { profiler_->OnStepBegin(index, measured); }
+  void OnStepBegin(int index, bool measured) override {
+#if MEDPROF_HAVE_CUDA
+    if (measured) nvtxRangePushA("medprof_measured_step");
+#endif
+    profiler_->OnStepBegin(index, measured);
+  }
   void OnPhaseBegin(std::string_view name) override { profiler_->OnPhaseBegin(name); }
   void OnPhaseEnd(std::string_view name) override { profiler_->OnPhaseEnd(name); }
 
   void OnStepEnd(const meddpm::StepReport& report) override {
     profiler_->OnStepEnd(report);
+#if MEDPROF_HAVE_CUDA
+    if (report.measured) nvtxRangePop();
+#endif
     const v1::WorkloadConfig& c = ctx_.effective;
     if (report.measured) {
       wall_ns_.push_back(report.wall_ns);
@@ -162,7 +174,13 @@ int RunWorker(const RunContext& in) {
   }
   auto choice = profiler::ChooseBackend(c.device(), probe, profiler::TorchHasCuda());
   if (!choice.ok()) return Fail(ctx, choice.status(), "choosing the device");
-  auto created = profiler::CreateProfiler(*choice, probe);
+  profiler::ProfilerRequest request;
+  request.trace = c.trace();
+  request.sampling = c.sampling();
+  request.metrics = c.metrics();
+  request.metrics_top_k = c.metrics_top_k();
+  request.overhead_pairs = c.overhead_pairs();
+  auto created = profiler::CreateProfiler(*choice, probe, request);
   if (!created.ok()) return Fail(ctx, created.status(), "creating the profiler");
   std::unique_ptr<profiler::Profiler> prof = std::move(created->profiler);
   kLog.Info("device {}, profiler backend {}{}", choice->device == v1::DEVICE_KIND_CUDA ? "cuda" : "cpu",
@@ -225,7 +243,19 @@ int RunWorker(const RunContext& in) {
   // The steps.
   if (absl::Status s = prof->Start(); !s.ok()) return Fail(ctx, s, "starting the profiler");
   StepObserver observer(ctx, prof.get());
-  const absl::Status run = (*workload)->Run(&observer);
+  absl::Status run = (*workload)->Run(&observer);
+  if (run.ok() && !StopRequested(ctx)) {
+    // Layers that need extra steps: trace overhead, PM sampling, the metrics layer.
+    run = prof->AfterMeasurement(
+        [&](int steps, meddpm::PhaseObserver* obs) {
+          if (StopRequested(ctx)) return absl::CancelledError("stop requested");
+          return (*workload)->RunExtraSteps(steps, obs);
+        },
+        [&](const std::string& stage, int step, int total, const std::string& message) {
+          (void)ctx.channel->Write(Progress(stage, step, total, message));
+        });
+    if (StopRequested(ctx)) return Interrupted(ctx, "after the measured steps");
+  }
   const absl::Status stopped = prof->Stop();
   if (!run.ok()) return Fail(ctx, run, "running the workload");
   if (!stopped.ok()) kLog.Warn("stopping the profiler: {}", stopped.ToString());
@@ -240,6 +270,9 @@ int RunWorker(const RunContext& in) {
     v1::WorkerMessage m;
     *m.mutable_kernels() = *std::move(kernels);
     if (absl::Status s = ctx.channel->Write(m); !s.ok()) return Fail(ctx, s, "writing KernelAggregates");
+  }
+  for (const v1::WorkerMessage& r : prof->Results()) {
+    if (absl::Status s = ctx.channel->Write(r); !s.ok()) return Fail(ctx, s, "writing profiler results");
   }
   if (absl::Status s = ctx.channel->Write(Progress("done", c.steps(), c.steps())); !s.ok()) {
     return Fail(ctx, s, "writing progress");
@@ -260,6 +293,8 @@ int RunWorker(const RunContext& in) {
   }
   sum->set_peak_memory_bytes((*workload)->PeakMemoryBytes());
   for (const v1::LayerStatus& l : prof->Layers()) *sum->add_layers() = l;
+  sum->set_trace_overhead_pct(prof->trace_overhead_pct());
+  sum->set_metrics_wall_ms(prof->metrics_wall_ms());
   sum->set_final_loss(std::isfinite(observer.final_loss()) ? observer.final_loss() : 0.0);
   sum->set_wall_ms((MonotonicNs() - ctx.process_start_ns) / 1'000'000);
   if (absl::Status s = ctx.channel->WriteTerminal(m); !s.ok()) return Fail(ctx, s, "writing RunSummary");

@@ -85,10 +85,20 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
   auto* o_threads = app.add_option("--threads", threads, "CPU threads for LibTorch (default 0 = LibTorch's)");
   auto* f_metrics = app.add_flag("--metrics", metrics, "Request the range-profiler metrics layer");
   auto* o_topk = app.add_option("--metrics-top-k", metrics_top_k, "Kernels the metrics layer profiles (default 20)");
+  int overhead_pairs = 0;
+  bool no_sampling = false, no_trace = false;
+  auto* o_pairs = app.add_option("--overhead-pairs", overhead_pairs,
+                                 "Trace on/off step pairs measuring the trace overhead (default 3, 0 = skip)");
+  auto* f_no_sampling = app.add_flag("--no-sampling", no_sampling, "No PC/PM sampling");
+  auto* f_no_trace = app.add_flag("--no-trace", no_trace,
+                                  "No CUPTI at all (ops only), e.g. to run under Nsight Compute");
   app.add_option("--job", job, "Binary medprof.v1.WorkloadConfig file; flags override its fields");
   auto* o_out = app.add_option("--out", out, "Write results to this file");
   auto* o_fd = app.add_option("--result-fd", result_fd, "Write results to this open file descriptor");
   app.add_flag("--describe", describe, "Print the effective configuration as JSON and exit");
+  std::string decode;
+  auto* o_decode = app.add_option("--decode", decode,
+                                  "Print a results file written with --out as JSON, one record per line, and exit");
   app.add_option("--log-level", log_level, "debug|info|warn|error|off (default info; logs go to stderr)");
   app.add_flag("--version", version, "Print the version and exit");
 
@@ -125,6 +135,11 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
     c = *std::move(parsed);
     out_args.job_path = job;
   } else if (o_preset->count() == 0) {
+    if (o_decode->count()) {
+      out_args.action = WorkerArgs::Action::kDecode;
+      out_args.decode_path = decode;
+      return out_args;
+    }
     if (!describe) {
       return Invalid(absl::StrCat("--preset is required unless --job is given (allowed: ", presets, ")"));
     }
@@ -177,6 +192,9 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
   if (o_threads->count()) c.set_cpu_threads(threads);
   if (f_metrics->count()) c.set_metrics(true);
   if (o_topk->count()) c.set_metrics_top_k(metrics_top_k);
+  if (o_pairs->count()) c.set_overhead_pairs(overhead_pairs);
+  if (f_no_sampling->count()) c.set_sampling(false);
+  if (f_no_trace->count()) c.set_trace(false);
 
   out_args.action = describe ? WorkerArgs::Action::kDescribe : WorkerArgs::Action::kRun;
   const bool has_out = o_out->count() > 0, has_fd = o_fd->count() > 0;

@@ -23,11 +23,12 @@
 namespace medprof::worker {
 
 struct WorkerArgs {
-  enum class Action { kRun, kDescribe, kVersion, kHelp };
+  enum class Action { kRun, kDescribe, kVersion, kHelp, kDecode };
   Action action = Action::kRun;
   v1::WorkloadConfig config;      // from --job, then flag overrides; defaults NOT applied
   std::string job_path;           // --job ("" = none)
   std::string out_path;           // --out ("" = none)
+  std::string decode_path;        // --decode FILE (Action::kDecode)
   int result_fd = -1;             // --result-fd (-1 = none)
   LogLevel log_level = LogLevel::kInfo;  // --log-level debug|info|warn|error|off
   std::string help;               // the help text (Action::kHelp)

@@ -141,6 +141,17 @@ class MeddpmWorkload final : public Workload {
   absl::Status Run(PhaseObserver* observer) override {
     return Guarded(absl::StrCat(PhaseLabel(), " step"), [&] { return RunSteps(observer); });
   }
+  absl::Status RunExtraSteps(int count, PhaseObserver* observer) override {
+    if (count < 1 || count > 100000) {
+      return absl::InvalidArgumentError(absl::StrCat("extra steps: count ", count, " is out of range (allowed 1..100000)"));
+    }
+    return Guarded(absl::StrCat(PhaseLabel(), " step"), [&] {
+      NullObserver null_observer;
+      PhaseObserver* obs = observer != nullptr ? observer : &null_observer;
+      for (int i = 0; i < count; ++i) RunOneStep(obs, extra_steps_++, /*measured=*/false);
+      return absl::OkStatus();
+    });
+  }
   uint64_t PeakMemoryBytes() const override;
   absl::StatusOr<std::vector<float>> CurrentSample() override;
   absl::Status ExportForPeer(const std::string& dir) override {
@@ -179,6 +190,7 @@ class MeddpmWorkload final : public Workload {
     return torch::tensor(t, torch::kLong).to(device_);
   }
   absl::Status RunSteps(PhaseObserver* observer);
+  void RunOneStep(PhaseObserver* obs, int index, bool measured);
   void PrepareStep();
   double ForwardStep(PhaseObserver* obs, StepTimer* timer, StepReport* report);
   double TrainStep(PhaseObserver* obs, StepTimer* timer, StepReport* report);
@@ -190,6 +202,7 @@ class MeddpmWorkload final : public Workload {
   EffectiveFlags flags_;
   torch::Device device_;
   int64_t parameter_count_ = 0;
+  int extra_steps_ = 0;  // RunExtraSteps' step index
   UNet net_{nullptr};
   Schedule schedule_;
   // fp32 device buffers of the schedule (the reference registers them as fp32 buffers)
@@ -495,33 +508,37 @@ absl::Status MeddpmWorkload::RunSteps(PhaseObserver* observer) {
   const int total = o_.warmup + o_.steps;
   for (int s = 0; s < total; ++s) {
     const bool measured = s >= o_.warmup;
-    PrepareStep();
-    Synchronize();
-    StepReport report;
-    report.index = measured ? s - o_.warmup : s;
-    report.measured = measured;
-    obs->OnStepBegin(report.index, measured);
-    StepTimer timer(cuda());
-    const int begin = timer.Mark();
-    switch (o_.phase) {
-      case Phase::kForward:
-        report.loss = ForwardStep(obs, &timer, &report);
-        break;
-      case Phase::kTrain:
-        report.loss = TrainStep(obs, &timer, &report);
-        break;
-      case Phase::kSample:
-        report.loss = SampleStep(obs, &timer, &report);
-        break;
-    }
-    const int end = timer.Mark();
-    Synchronize();
-    report.wall_ns = timer.HostNs(begin, end);
-    report.device_ns = cuda() ? timer.DeviceNs(begin, end) : 0;
-    ++steps_run_;
-    obs->OnStepEnd(report);
+    RunOneStep(obs, measured ? s - o_.warmup : s, measured);
   }
   return absl::OkStatus();
+}
+
+void MeddpmWorkload::RunOneStep(PhaseObserver* obs, int index, bool measured) {
+  PrepareStep();
+  Synchronize();
+  StepReport report;
+  report.index = index;
+  report.measured = measured;
+  obs->OnStepBegin(report.index, measured);
+  StepTimer timer(cuda());
+  const int begin = timer.Mark();
+  switch (o_.phase) {
+    case Phase::kForward:
+      report.loss = ForwardStep(obs, &timer, &report);
+      break;
+    case Phase::kTrain:
+      report.loss = TrainStep(obs, &timer, &report);
+      break;
+    case Phase::kSample:
+      report.loss = SampleStep(obs, &timer, &report);
+      break;
+  }
+  const int end = timer.Mark();
+  Synchronize();
+  report.wall_ns = timer.HostNs(begin, end);
+  report.device_ns = cuda() ? timer.DeviceNs(begin, end) : 0;
+  ++steps_run_;
+  obs->OnStepEnd(report);
 }
 
 uint64_t MeddpmWorkload::PeakMemoryBytes() const {

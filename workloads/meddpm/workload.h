@@ -117,6 +117,10 @@ class Workload {
   virtual const EffectiveFlags& flags() const = 0;
   // Runs options.warmup + options.steps steps of options.phase.
   virtual absl::Status Run(PhaseObserver* observer) = 0;
+  // Runs `count` (1..100000) more steps of the phase after Run(), for the profiler's extra
+  // passes (trace-overhead steps, sampling windows, metric replays). They are reported with
+  // measured=false and indices counting on from the last step; training keeps training.
+  virtual absl::Status RunExtraSteps(int count, PhaseObserver* observer) = 0;
   // Peak device memory (GPU) or peak RSS (CPU) seen so far, bytes.
   virtual uint64_t PeakMemoryBytes() const = 0;
 

@@ -97,6 +97,30 @@ TEST(ParseArgsTest, DescribeVersionAndHelpNeedNoChannel) {
   EXPECT_THAT(h.help, HasSubstr("--result-fd"));
 }
 
+TEST(ParseArgsTest, ProfilerLayerFlags) {
+  MEDPROF_ASSERT_OK_AND_ASSIGN(
+      WorkerArgs a, ParseArgs({"--preset", "opt1", "--metrics", "--metrics-top-k", "12", "--overhead-pairs", "5",
+                               "--no-sampling", "--out", "r.pb"}));
+  EXPECT_TRUE(a.config.metrics());
+  EXPECT_EQ(a.config.metrics_top_k(), 12);
+  EXPECT_EQ(a.config.overhead_pairs(), 5);
+  EXPECT_TRUE(a.config.has_sampling());
+  EXPECT_FALSE(a.config.sampling());
+  EXPECT_FALSE(a.config.has_trace());  // unset: the default (on) applies
+  MEDPROF_ASSERT_OK_AND_ASSIGN(WorkerArgs b, ParseArgs({"--preset", "opt1", "--no-trace", "--out", "r.pb"}));
+  EXPECT_FALSE(b.config.trace());
+  // Defaults and the range of overhead_pairs.
+  MEDPROF_ASSERT_OK_AND_ASSIGN(v1::WorkloadConfig d, Effective(b.config));
+  EXPECT_EQ(d.overhead_pairs(), 3);
+  EXPECT_TRUE(d.sampling());
+  b.config.set_overhead_pairs(51);
+  EXPECT_THAT(Effective(b.config), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("overhead_pairs")));
+  // --decode needs no preset and no channel.
+  MEDPROF_ASSERT_OK_AND_ASSIGN(WorkerArgs c, ParseArgs({"--decode", "run.pb"}));
+  EXPECT_EQ(c.action, WorkerArgs::Action::kDecode);
+  EXPECT_EQ(c.decode_path, "run.pb");
+}
+
 TEST(ParseArgsTest, JobFileWithFlagOverrides) {
   v1::WorkloadConfig job;
   job.set_preset("opt1");

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Agreement of medprof's metrics layer with Nsight Compute (issue: CUPTI profiling).
+
+Two modes:
+  ncu_compare.py regex RUN.jsonl [--top N]
+      prints an ncu --kernel-name regex matching the function names of the run's top-N kernels
+      by trace time (the kernels to profile with ncu).
+  ncu_compare.py compare RUN.jsonl NCU.csv [--top N]
+      compares, for the run's top-N kernels, the worker's range-profiler values (scope
+      kernel:<name>, first steady-state launch) with ncu's first launch of the same kernel
+      (ncu --csv --page raw --print-kernel-base demangled), metric by metric. Agreement: within
+      5 % relative, or 2 points for percentages. Exit 0 when every compared value agrees.
+
+RUN.jsonl is `medprof-worker --decode run.pb`.
+"""
+import argparse
+import csv
+import io
+import json
+import re
+import sys
+
+# medprof name -> (Perfworks metric as ncu names it, is a percentage)
+METRICS = {
+    "duration_ns": ("gpu__time_duration.sum", False),
+    "sm_cycles": ("sm__cycles_elapsed.avg", False),
+    "warp_instructions": ("smsp__inst_executed.sum", False),
+    "l1_hit_pct": ("l1tex__t_sector_hit_rate.pct", True),
+    "l2_hit_pct": ("lts__t_sector_hit_rate.pct", True),
+    "dram_throughput_pct": ("dram__throughput.avg.pct_of_peak_sustained_elapsed", True),
+    "achieved_occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active", True),
+    "tensor_pipe_pct": ("sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active", True),
+    "fma_pipe_pct": ("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", True),
+}
+# ncu units -> factor to medprof's units (ns, cycles, inst, %)
+UNIT = {"nsecond": 1.0, "usecond": 1e3, "msecond": 1e6, "second": 1e9, "cycle": 1.0, "inst": 1.0,
+        "%": 1.0, "": 1.0, "warp": 1.0, "Kinst": 1e3, "Minst": 1e6, "Ginst": 1e9, "Kcycle": 1e3,
+        "Mcycle": 1e6, "Gcycle": 1e9}
+
+
+STOP = {"void", "at", "native", "std", "cudnn", "anonymous", "namespace", "unnamed", "const", "float", "double",
+        "int", "long", "short", "char", "bool", "unsigned", "signed", "lambda", "instance", "operator", "ul",
+        "u", "l", "engines_precompiled", "detail", "c10", "Half", "BFloat16", "true", "false", "headeronly",
+        "cudnnKernelDataType_t"}
+
+
+def norm(name):
+    """A key that survives the two demanglers (cxxabi in the worker, ncu's own): the set of
+    identifiers in the name, without namespaces, builtin types, lambda numbering and ncu's T1/T2
+    template placeholders."""
+    tokens = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", name)
+    return frozenset(t for t in tokens if t not in STOP and not re.fullmatch(r"T\d+", t))
+
+
+def load_run(path):
+    kernels, metrics = {}, {}
+    with open(path) as f:
+        for line in f:
+            m = json.loads(line)
+            if "kernels" in m:
+                for k in m["kernels"].get("kernels", []):
+                    kernels[k["name"]] = kernels.get(k["name"], 0) + int(k.get("total_ns", 0))
+            if "metrics" in m:
+                for v in m["metrics"].get("values", []):
+                    scope = v.get("scope", "")
+                    if scope.startswith("kernel:"):
+                        metrics.setdefault(scope[7:], {})[v["name"]] = float(v.get("value", 0.0))
+    top = sorted((n for n in kernels if not n.startswith("[")), key=lambda n: -kernels[n])
+    return top, metrics
+
+
+def function_name(demangled):
+    """'void at::native::(anon)::Foo<float>(long, float*)' -> 'Foo' (ncu's function base)."""
+    s = demangled
+    depth, cut = 0, len(s)
+    for i, ch in enumerate(s):  # the parameter list: the first '(' at template depth 0 after a name
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and i > 0 and (s[i - 1].isalnum() or s[i - 1] in "_>"):
+            cut = i
+            break
+    s = s[:cut]
+    out, depth = [], 0
+    for ch in s:  # drop template arguments
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    s = "".join(out).strip()
+    s = s.split(" ")[-1]
+    return s.split("::")[-1]
+
+
+def load_ncu(path):
+    text = open(path, encoding="utf-8", errors="replace").read()
+    lines = [l for l in text.splitlines() if l.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    if len(rows) < 3:
+        raise SystemExit(f"{path}: no ncu rows (is it ncu --csv --page raw output?)")
+    header, units, data = rows[0], rows[1], rows[2:]
+    idx = {h: i for i, h in enumerate(header)}
+    first = {}  # (name key, grid) -> values of the first such launch; (name key, None) -> first launch
+    for r in data:
+        key = norm(r[idx["Kernel Name"]])
+        grid = tuple(int(x) for x in re.findall(r"\d+", r[idx["Grid Size"]])) if "Grid Size" in idx else None
+        if (key, grid) in first:
+            continue
+        vals = {}
+        for mname, (pw, _) in METRICS.items():
+            if pw in idx:
+                raw = r[idx[pw]].replace(",", "")
+                try:
+                    vals[mname] = float(raw) * UNIT.get(units[idx[pw]], 1.0)
+                except ValueError:
+                    pass
+        first[(key, grid)] = vals
+        first.setdefault((key, None), vals)
+    return first
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["regex", "compare", "metrics"])
+    ap.add_argument("run")
+    ap.add_argument("ncu", nargs="?")
+    ap.add_argument("--top", type=int, default=10)
+    a = ap.parse_args()
+    if a.mode == "metrics":
+        print(",".join(pw for pw, _ in METRICS.values()))
+        return 0
+    top, metrics = load_run(a.run)
+    top = top[: a.top]
+    if a.mode == "regex":
+        names = sorted({function_name(n) for n in top})
+        print("regex:^(" + "|".join(re.escape(n) for n in names) + ")$")
+        return 0
+    ncu = load_ncu(a.ncu)
+    worst, compared, failed = 0.0, 0, 0
+    print(f"{'kernel':60s} {'metric':24s} {'medprof':>14s} {'ncu':>14s} {'diff':>9s}  ok")
+    for name in top:
+        mine = metrics.get(name)
+        grid = None
+        if mine and "launch.grid_x" in mine:
+            grid = tuple(int(mine[f"launch.grid_{a}"]) for a in "xyz")
+        theirs = ncu.get((norm(name), grid)) if grid else ncu.get((norm(name), None))
+        short = (name[:57] + "...") if len(name) > 60 else name
+        if mine is None or theirs is None:
+            print(f"{short:60s} MISSING in {'medprof' if mine is None else 'ncu'}")
+            failed += 1
+            continue
+        for m, (_, pct) in METRICS.items():
+            if m not in mine or m not in theirs:
+                print(f"{short:60s} {m:24s} missing {'medprof' if m not in mine else 'ncu'}")
+                failed += 1
+                continue
+            x, y = mine[m], theirs[m]
+            if pct:  # hardware ratios can exceed 100 (L2 hit 101.5 % seen): both sides clamped
+                x, y = min(max(x, 0.0), 100.0), min(max(y, 0.0), 100.0)
+                diff, ok, shown = x - y, abs(x - y) <= 2.0, f"{x - y:+.2f}pt"
+            else:
+                rel = (x - y) / y if y else (0.0 if x == 0 else float("inf"))
+                diff, ok, shown = rel, abs(rel) <= 0.05, f"{100 * rel:+.2f}%"
+            compared += 1
+            failed += 0 if ok else 1
+            print(f"{short:60s} {m:24s} {x:14.4g} {y:14.4g} {shown:>9s}  {'yes' if ok else 'NO'}")
+    print(f"\ncompared {compared} values over {len(top)} kernels: {compared - failed if failed <= compared else 0} agree, {failed} disagree or missing")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
