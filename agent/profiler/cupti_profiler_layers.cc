@@ -496,6 +496,7 @@ std::vector<v1::WorkerMessage> CuptiProfiler::Results() const {
     int64_t all_ns = 0;
     for (const v1::KernelStat& k : agg.kernels()) all_ns += k.total_ns();
     std::vector<KernelFacts> facts;
+    const std::map<std::string, std::array<int32_t, 3>> grids = kernels_->DominantGrids();
     for (const auto& [name, t] : TotalsByName(agg)) {
       if (!IsDeviceKernel(name) || t.largest == nullptr || all_ns <= 0) continue;
       KernelFacts f;
@@ -504,9 +505,9 @@ std::vector<v1::WorkerMessage> CuptiProfiler::Results() const {
       f.phase = t.largest->phase();
       f.category = t.largest->category();
       f.share = static_cast<double>(t.total_ns) / static_cast<double>(all_ns);
-      int64_t blocks = 1;
-      for (int32_t g : t.largest->grid()) blocks *= std::max(1, g);
-      f.blocks = t.largest->grid_size() > 0 ? blocks : 0;
+      if (auto g = grids.find(name); g != grids.end()) {
+        f.blocks = int64_t{std::max(1, g->second[0])} * std::max(1, g->second[1]) * std::max(1, g->second[2]);
+      }
       f.theoretical_occupancy = t.largest->theoretical_occupancy();
       if (auto it = kernel_metrics_.find(name); it != kernel_metrics_.end()) f.metrics = it->second;
       facts.push_back(std::move(f));

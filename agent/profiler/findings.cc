@@ -95,6 +95,14 @@ std::vector<v1::KernelFinding> FindKernelFindings(const std::vector<KernelFacts>
       }
     }
     if (c.empty()) continue;
+    // Too few blocks is the cause of the latency and occupancy symptoms of the same kernel
+    // (no scheduler has enough warps): report the grid, with the largest of their estimates.
+    auto grid = std::find_if(c.begin(), c.end(), [](const Candidate& x) { return x.rule == "small_grid"; });
+    if (grid != c.end()) {
+      for (const Candidate& x : c) {
+        if (absl::StartsWith(x.rule, "stall_") || x.rule == "occupancy") grid->speedup = std::max(grid->speedup, x.speedup);
+      }
+    }
     auto best = std::max_element(c.begin(), c.end(),
                                  [](const Candidate& a, const Candidate& b) { return a.speedup < b.speedup; });
     v1::KernelFinding f;

@@ -12,7 +12,9 @@
 //                      s = 0.5 × DRAM%  (fusing with a neighbour halves its traffic)
 //   stall_<r>          issue slots < 80 % busy and stall r > 30 % of CPI: s = min(r/CPI, 1 − issue%)
 //   occupancy          achieved < theoretical: s = min((theo − achieved)/theo, 1 − issue%)
-// Without counters (metrics layer not run) only small_grid applies; the caller says so.
+// A small grid explains the latency and occupancy symptoms of the same kernel: when it applies it
+// is the finding reported, with the largest of those estimates. Without counters (metrics layer
+// not run) only small_grid applies.
 //
 // Pure; thread-compatible.
 #pragma once
@@ -31,7 +33,7 @@ struct KernelFacts {
   std::string phase;
   std::string category;
   double share = 0.0;    // of all kernel time in the measured steps
-  int64_t blocks = 0;    // grid x*y*z of its first launch
+  int64_t blocks = 0;    // grid x*y*z of its dominant launch shape (most time)
   double theoretical_occupancy = 0.0;  // 0..1
   std::map<std::string, double> metrics;  // medprof names (docs/metrics.md), kernel scope
 };

@@ -129,6 +129,26 @@ TEST(Findings, SmallGridNeedsNoCountersAndNamesTheGroupNormStatistics) {
   EXPECT_NEAR(f[0].priority(), 0.39 * (1.0 - 32.0 / 132.0), 1e-12);
 }
 
+TEST(Findings, ASmallGridExplainsTheLatencyOfTheSameKernel) {
+  // RowwiseMoments on the H200 (opt1): 32 blocks, issue slots 14 % busy, 81 % of the warp
+  // cycles on long_scoreboard. The grid is the finding; its estimate is the larger one.
+  KernelFacts k;
+  k.name = "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float>(long, float, float const*, float*, float*)";
+  k.op = "aten::native_group_norm";
+  k.category = "norm";
+  k.share = 0.148;
+  k.blocks = 32;
+  k.metrics = {{"issue_active_pct", 14.0}, {"cpi", 100.0}, {"stall.long_scoreboard", 81.0}};
+  FindingsOptions o;
+  o.sm_count = 132;
+  const auto f = FindKernelFindings({k}, o);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule(), "small_grid");
+  EXPECT_EQ(f[0].finding(), "GroupNorm statistics: 32 blocks on 132 SMs");
+  EXPECT_NEAR(f[0].speedup(), 0.81, 1e-12);
+  EXPECT_NEAR(f[0].priority(), 0.148 * 0.81, 1e-12);
+}
+
 TEST(Findings, SortedByPriorityAndLatencyCappedByIssueHeadroom) {
   KernelFacts copy;
   copy.name = "elementwise_kernel";
