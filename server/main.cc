@@ -17,6 +17,8 @@
 #include "common/logging.h"
 #include "common/version.h"
 #include "server/domain/domain.h"
+#include "server/domain/limits.h"
+#include "server/domain/tokens.h"
 #include "server/monitor/prometheus_exporter.h"
 #include "server/rpc/grpc_server.h"
 #include "server/store/sqlite_store.h"
@@ -34,11 +36,82 @@ struct Flags {
   int max_attempts_default = 3;
   std::string synchronous = "normal";
   std::string tls_cert, tls_key, tls_client_ca;
+  int tls_reload_interval_s = 60;
+  std::string auth;  // "" = off on loopback, tokens elsewhere
   std::string log_level = "info";
   // Prometheus /metrics: HOST:PORT or "off". A failure to bind the default only warns.
   std::string metrics_listen = monitor::kDefaultMetricsListen;
   bool metrics_listen_given = false;
 };
+
+// `medprof-server token create|list|revoke`: token administration on the database file (the
+// server may be running; a revocation reaches it within limits::kTokenCacheTtl).
+struct TokenFlags {
+  std::string db;
+  std::string role, project, agent, note;
+  std::string token_id;
+};
+
+int RunToken(const std::string& command, const TokenFlags& f) {
+  if (f.db != ":memory:" && !std::filesystem::exists(f.db) && command != "create") {
+    std::fprintf(stderr, "medprof-server token %s: --db %s does not exist\n", command.c_str(), f.db.c_str());
+    return 2;
+  }
+  SqliteStoreOptions store_options;
+  store_options.path = f.db;
+  absl::StatusOr<std::unique_ptr<SqliteStore>> store = SqliteStore::Open(store_options);
+  if (!store.ok()) {
+    std::fprintf(stderr, "medprof-server token: %s\n", std::string(store.status().message()).c_str());
+    return 2;
+  }
+  TokenService tokens(**store, *Clock::Real());
+  if (command == "create") {
+    TokenGrant grant;
+    absl::StatusOr<Role> role = ParseRole(f.role);
+    if (!role.ok()) {
+      std::fprintf(stderr, "medprof-server token create: --%s\n", std::string(role.status().message()).c_str());
+      return 1;
+    }
+    grant.role = *role;
+    grant.project = f.project;
+    grant.agent_name = f.agent;
+    grant.note = f.note;
+    absl::StatusOr<CreatedToken> created = tokens.Create(grant);
+    if (!created.ok()) {
+      std::fprintf(stderr, "medprof-server token create: %s\n", std::string(created.status().message()).c_str());
+      return created.status().code() == absl::StatusCode::kInvalidArgument ? 1 : 2;
+    }
+    // The secret goes to stdout alone (pipe it into a file); the description to stderr.
+    std::fprintf(stderr, "created %s (role %s, project %s%s%s); the token is shown only now:\n",
+                 created->record.token_id.c_str(), f.role.c_str(), f.project.c_str(),
+                 f.agent.empty() ? "" : ", agent ", f.agent.c_str());
+    std::printf("%s\n", created->token.c_str());
+    return 0;
+  }
+  if (command == "list") {
+    absl::StatusOr<std::vector<TokenRecord>> list = tokens.List();
+    if (!list.ok()) {
+      std::fprintf(stderr, "medprof-server token list: %s\n", std::string(list.status().message()).c_str());
+      return 2;
+    }
+    std::printf("%-18s %-7s %-20s %-24s %-14s %-14s %s\n", "TOKEN_ID", "ROLE", "PROJECT", "AGENT", "CREATED_MS",
+                "REVOKED_MS", "NOTE");
+    for (const TokenRecord& t : *list) {
+      std::printf("%-18s %-7s %-20s %-24s %-14lld %-14s %s\n", t.token_id.c_str(), t.role.c_str(), t.project.c_str(),
+                  t.agent_name.empty() ? "-" : t.agent_name.c_str(), static_cast<long long>(t.created_unix_ms),
+                  t.revoked_unix_ms == 0 ? "-" : std::to_string(t.revoked_unix_ms).c_str(), t.note.c_str());
+    }
+    return 0;
+  }
+  absl::Status s = tokens.Revoke(f.token_id);
+  if (!s.ok()) {
+    std::fprintf(stderr, "medprof-server token revoke: %s\n", std::string(s.message()).c_str());
+    return s.code() == absl::StatusCode::kNotFound ? 1 : 2;
+  }
+  std::fprintf(stderr, "revoked %s (a running server stops accepting it within %lld s)\n", f.token_id.c_str(),
+               static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(limits::kTokenCacheTtl).count()));
+  return 0;
+}
 
 // Calls Scheduler::ExpireLeases every `interval` until stopped.
 class LeaseReaper {
@@ -92,6 +165,12 @@ int Run(const Flags& flags, const sigset_t& signals) {
   server_options.tls_cert_file = flags.tls_cert;
   server_options.tls_key_file = flags.tls_key;
   server_options.tls_client_ca_file = flags.tls_client_ca;
+  server_options.tls_reload_interval_s = flags.tls_reload_interval_s;
+  if (!flags.auth.empty()) {
+    absl::StatusOr<rpc::AuthMode> mode = rpc::ParseAuthMode(flags.auth);
+    if (!mode.ok()) return Fail(mode.status());
+    server_options.auth = *mode;
+  }
   absl::StatusOr<std::unique_ptr<rpc::GrpcServer>> server = rpc::GrpcServer::Create(server_options);
   if (!server.ok()) return Fail(server.status());
   absl::StatusOr<Synchronous> sync = ParseSynchronous(flags.synchronous);
@@ -130,13 +209,18 @@ int Run(const Flags& flags, const sigset_t& signals) {
 
   if (absl::Status s = (*server)->Start(domain->get()); !s.ok()) return Fail(s);
 
+  if ((*server)->auth_mode() == rpc::AuthMode::kTokens) {
+    kLog.Info("bearer tokens required (roles admin, submit, read, agent; `medprof-server token create`)");
+  }
   if (!(*server)->tls()) {
-    kLog.Warn("plaintext on loopback, no TLS, no tokens (development only)");
+    kLog.Warn("plaintext on loopback, no TLS{} (development only)",
+              (*server)->auth_mode() == rpc::AuthMode::kOff ? ", no tokens" : "");
   } else if ((*server)->mutual_tls()) {
     kLog.Info("TLS with client certificates (mutual TLS; CA {})", flags.tls_client_ca);
   } else {
     kLog.Info("TLS (certificate {})", flags.tls_cert);
   }
+  if ((*server)->tls()) kLog.Info("TLS files re-read every {} s (replace them to renew)", flags.tls_reload_interval_s);
   kLog.Info("lease ttl {} ms, heartbeat interval {} ms, max attempts per job {} (default)", options.lease_ttl_ms,
             options.heartbeat_interval_ms, options.max_attempts_default);
   kLog.Info("listening on {}", (*server)->address());
@@ -171,8 +255,7 @@ int main(int argc, char** argv) {
   medprof::server::Flags flags;
   CLI::App app{"medprof-server: the medprof job queue, result store and query service"};
   app.set_version_flag("--version", std::string("medprof-server ") + medprof::kVersionLine);
-  app.add_option("--db", flags.db, "SQLite database file (created when missing; its directory must exist)")
-      ->required();
+  app.add_option("--db", flags.db, "SQLite database file (created when missing; its directory must exist)");
   app.add_option("--listen", flags.listen, "HOST:PORT to listen on; port 0 = any free port")->capture_default_str();
   app.add_option("--lease-ttl-ms", flags.lease_ttl_ms, "run lease without heartbeats before the run is lost")
       ->capture_default_str();
@@ -187,13 +270,44 @@ int main(int argc, char** argv) {
   app.add_option("--tls-cert", flags.tls_cert, "PEM server certificate chain (required off loopback)");
   app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");
   app.add_option("--tls-client-ca", flags.tls_client_ca, "PEM CA that client certificates must chain to (mutual TLS)");
+  app.add_option("--tls-reload-interval-s", flags.tls_reload_interval_s,
+                 "seconds between checks of the TLS files for a renewed certificate (1..86400)")
+      ->capture_default_str();
+  app.add_option("--auth", flags.auth,
+                 "tokens (bearer tokens required) or off (loopback only); default: off on loopback, else tokens");
   app.add_option("--log-level", flags.log_level, "debug|info|warn|error|off")->capture_default_str();
   CLI::Option* metrics_opt =
       app.add_option("--metrics-listen", flags.metrics_listen,
                      "Prometheus /metrics HOST:PORT (plain HTTP; keep it on loopback), or off")
           ->capture_default_str();
+
+  medprof::server::TokenFlags token_flags;
+  CLI::App* token = app.add_subcommand("token", "create, list or revoke bearer tokens in --db");
+  token->require_subcommand(1);
+  CLI::App* create = token->add_subcommand("create", "create a token; prints it once on stdout");
+  create->add_option("--db", token_flags.db, "SQLite database file")->required();
+  create->add_option("--role", token_flags.role, "admin|submit|read|agent")->required();
+  create->add_option("--project", token_flags.project, "project it acts in ('*' = every project, admin only)")
+      ->required();
+  create->add_option("--agent", token_flags.agent, "agent tokens: the agent name it may act as");
+  create->add_option("--note", token_flags.note, "free text shown by `token list`");
+  CLI::App* list = token->add_subcommand("list", "list tokens (ids, roles, projects; never secrets)");
+  list->add_option("--db", token_flags.db, "SQLite database file")->required();
+  CLI::App* revoke = token->add_subcommand("revoke", "revoke a token by id");
+  revoke->add_option("--db", token_flags.db, "SQLite database file")->required();
+  revoke->add_option("token_id", token_flags.token_id, "tok-... as `token list` shows")->required();
   CLI11_PARSE(app, argc, argv);
   flags.metrics_listen_given = metrics_opt->count() > 0;
+
+  if (token->parsed()) {
+    medprof::logging::Init("medprof-server", medprof::LogLevel::kWarn);
+    const std::string command = create->parsed() ? "create" : list->parsed() ? "list" : "revoke";
+    return medprof::server::RunToken(command, token_flags);
+  }
+  if (flags.db.empty()) {
+    std::fprintf(stderr, "medprof-server: --db is required\n");
+    return 1;
+  }
 
   medprof::LogLevel level;
   if (!medprof::logging::ParseLevel(flags.log_level, &level)) {

@@ -21,6 +21,14 @@ struct CallContext {
   std::string identity;
   // Project the caller acts in; studies are stored under it. Default "default".
   std::string project = "default";
+  // False when the caller sees only the studies (and their jobs, runs, events) of `project`;
+  // true (the default: authentication off, admin "*" tokens, background work) = every project.
+  bool all_projects = true;
+  // Set for agent tokens: the one agent name the caller may act as (Register with it, and use
+  // only that agent's agent_id). "" = any agent (authentication off).
+  std::string agent_name;
+  // Bearer token id of the caller ("tok-..."), for logs and rate limits; "" without tokens.
+  std::string token_id;
   // When the caller stops waiting; time_point::max() = no deadline.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   // True once the caller has gone away; unset = never.

@@ -9,12 +9,14 @@
 #pragma once
 
 #include "absl/status/statusor.h"
+#include "server/domain/access.h"
 #include "server/domain/agent_registry.h"
 #include "server/domain/core.h"
 #include "server/domain/query_engine.h"
 #include "server/domain/result_ingest.h"
 #include "server/domain/scheduler.h"
 #include "server/domain/study_service.h"
+#include "server/domain/tokens.h"
 
 namespace medprof::server {
 
@@ -28,6 +30,8 @@ class Domain {
   ResultIngestor& ingestor() { return ingestor_; }
   StudyService& studies() { return studies_; }
   QueryEngine& queries() { return queries_; }
+  AccessControl& access() { return access_; }
+  TokenService& tokens() { return tokens_; }
   const DomainOptions& options() const { return core_.options; }
   // Monitoring: ingested rows and query latencies go to `sink` (null = none); it must outlive
   // the Domain. Call before serving.
@@ -38,7 +42,7 @@ class Domain {
  private:
   Domain(Store& store, const Clock& clock, DomainOptions options)
       : core_(store, clock, options), agents_(core_), scheduler_(core_), ingestor_(core_), studies_(core_),
-        queries_(core_) {}
+        queries_(core_), access_(core_), tokens_(store, clock) {}
 
   DomainCore core_;
   AgentRegistry agents_;
@@ -46,6 +50,8 @@ class Domain {
   ResultIngestor ingestor_;
   StudyService studies_;
   QueryEngine queries_;
+  AccessControl access_;
+  TokenService tokens_;
 };
 
 }  // namespace medprof::server

@@ -47,8 +47,6 @@ inline constexpr int kMaxTimeoutS = 7 * 24 * 3600;
 inline constexpr int kSubmissionsPerTokenPerMinute = 30;
 
 // ---- results
-// Result bytes (serialized chunk sizes) one run may upload in total.
-inline constexpr int64_t kMaxResultBytesPerRun = 256LL << 20;
 // Chunks one upload window (one transaction) holds, and its bytes.
 inline constexpr size_t kUploadWindowChunks = 256;
 inline constexpr size_t kUploadWindowBytes = 8 << 20;

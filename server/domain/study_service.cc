@@ -10,6 +10,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/workload_config.h"
+#include "server/domain/access.h"
 #include "server/domain/codec.h"
 
 namespace medprof::server {
@@ -207,7 +208,7 @@ absl::StatusOr<StudyView> StudyService::GetStudy(const CallContext&, const std::
   return v;
 }
 
-absl::StatusOr<ListStudiesResult> StudyService::ListStudies(const CallContext&, const ListStudiesRequest& r) {
+absl::StatusOr<ListStudiesResult> StudyService::ListStudies(const CallContext& ctx, const ListStudiesRequest& r) {
   MEDPROF_RETURN_IF_ERROR(CheckOptional("limit", r.limit, 1, 1000, "50"));
   const int limit = r.limit == 0 ? 50 : r.limit;
   int64_t before = 0;
@@ -218,7 +219,16 @@ absl::StatusOr<ListStudiesResult> StudyService::ListStudies(const CallContext&, 
   ListStudiesResult out;
   MEDPROF_RETURN_IF_ERROR(core_.store.Read([&](StoreTx& tx) -> absl::Status {
     out = ListStudiesResult();
-    MEDPROF_ASSIGN_OR_RETURN(std::vector<StudyRecord> studies, tx.ListStudies(before, limit + 1));
+    // Only the caller's project (AccessControl::Sees): read on until limit + 1 visible ones.
+    std::vector<StudyRecord> studies;
+    for (int64_t cursor = before; static_cast<int>(studies.size()) <= limit;) {
+      MEDPROF_ASSIGN_OR_RETURN(std::vector<StudyRecord> batch, tx.ListStudies(cursor, limit + 1));
+      for (StudyRecord& s : batch) {
+        if (AccessControl::Sees(ctx, s.project)) studies.push_back(std::move(s));
+      }
+      if (static_cast<int>(batch.size()) < limit + 1) break;
+      cursor = batch.back().seq;
+    }
     const bool more = static_cast<int>(studies.size()) > limit;
     if (more) studies.resize(limit);
     for (StudyRecord& s : studies) {
@@ -300,7 +310,7 @@ absl::Status StudyService::WatchStudy(const CallContext& ctx, const std::string&
   }
 }
 
-absl::StatusOr<std::vector<RunView>> StudyService::ListRuns(const CallContext&, const ListRunsRequest& r) {
+absl::StatusOr<std::vector<RunView>> StudyService::ListRuns(const CallContext& ctx, const ListRunsRequest& r) {
   MEDPROF_RETURN_IF_ERROR(CheckOptional("limit", r.limit, 1, 10000, "100"));
   if (r.study_id.size() > 64 || r.job_id.size() > 64) return Invalid("study_id/job_id: at most 64 characters");
   RunFilter f;
@@ -312,7 +322,16 @@ absl::StatusOr<std::vector<RunView>> StudyService::ListRuns(const CallContext&, 
     out.clear();
     MEDPROF_ASSIGN_OR_RETURN(std::vector<RunRecord> runs, tx.ListRuns(f));
     std::unordered_map<std::string, JobRecord> jobs;
+    std::unordered_map<std::string, bool> visible;  // by study id (AccessControl::Sees)
     for (RunRecord& run : runs) {
+      if (!ctx.all_projects) {
+        auto seen = visible.find(run.study_id);
+        if (seen == visible.end()) {
+          MEDPROF_ASSIGN_OR_RETURN(std::optional<StudyRecord> study, tx.GetStudy(run.study_id));
+          seen = visible.emplace(run.study_id, study.has_value() && AccessControl::Sees(ctx, study->project)).first;
+        }
+        if (!seen->second) continue;
+      }
       auto it = jobs.find(run.job_id);
       if (it == jobs.end()) {
         MEDPROF_ASSIGN_OR_RETURN(std::optional<JobRecord> job, tx.GetJob(run.job_id));

@@ -11,6 +11,8 @@
 
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
 
@@ -81,6 +83,16 @@ absl::Status GrpcServer::CheckOptions(const GrpcServerOptions& options) {
         " without TLS: pass --tls-cert FILE --tls-key FILE (PEM; add --tls-client-ca FILE for mutual TLS), "
         "or listen on a loopback address such as 127.0.0.1 for development"));
   }
+  if (options.auth == AuthMode::kOff && !IsLoopback(address.host)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing --auth off on ", address.ToString(),
+        ": without tokens anyone who reaches the port may submit and read everything; use --auth tokens "
+        "(create tokens with `medprof-server token create`), or listen on a loopback address"));
+  }
+  if (options.tls_reload_interval_s < 1 || options.tls_reload_interval_s > 86400) {
+    return absl::InvalidArgumentError(absl::StrCat("tls_reload_interval_s: ", options.tls_reload_interval_s,
+                                                   " is out of range (allowed 1..86400)"));
+  }
   if (options.max_receive_message_bytes < (1 << 20) || options.max_receive_message_bytes > (1 << 30)) {
     return absl::InvalidArgumentError(absl::StrCat("max_receive_message_bytes: ", options.max_receive_message_bytes,
                                                    " is out of range (allowed 1 MiB..1 GiB)"));
@@ -92,6 +104,7 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(const GrpcServerO
   MEDPROF_RETURN_IF_ERROR(CheckOptions(options));
   MEDPROF_ASSIGN_OR_RETURN(ListenAddress address, ParseListenAddress(options.listen));
   auto server = std::unique_ptr<GrpcServer>(new GrpcServer(options, address));
+  server->auth_mode_ = options.auth.value_or(IsLoopback(address.host) ? AuthMode::kOff : AuthMode::kTokens);
   if (!options.tls_cert_file.empty()) {
     MEDPROF_ASSIGN_OR_RETURN(server->cert_pem_, ReadPem(options.tls_cert_file, "--tls-cert"));
     MEDPROF_ASSIGN_OR_RETURN(server->key_pem_, ReadPem(options.tls_key_file, "--tls-key"));
@@ -116,16 +129,26 @@ absl::Status GrpcServer::Start(Domain* domain) {
   if (server_ != nullptr) return absl::FailedPreconditionError("GrpcServer::Start called twice");
   if (domain == nullptr) return absl::InvalidArgumentError("GrpcServer::Start: domain required");
   domain_ = domain;
-  medprof_service_ = std::make_unique<MedprofServiceImpl>(*domain);
-  agent_service_ = std::make_unique<AgentServiceImpl>(*domain);
+  authenticator_ = std::make_unique<Authenticator>(auth_mode_, &domain->tokens());
+  medprof_service_ = std::make_unique<MedprofServiceImpl>(*domain, *authenticator_);
+  agent_service_ = std::make_unique<AgentServiceImpl>(*domain, *authenticator_);
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (tls()) {
-    grpc::SslServerCredentialsOptions ssl(client_ca_pem_.empty()
-                                              ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-    ssl.pem_root_certs = client_ca_pem_;
-    ssl.pem_key_cert_pairs.push_back({key_pem_, cert_pem_});
-    creds = grpc::SslServerCredentials(ssl);
+    // The files were read once in Create() (so a bad path fails at start-up); the provider
+    // re-reads them every tls_reload_interval_s, which is how a renewed certificate is taken
+    // without a restart. Credentials keep the provider alive.
+    auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        options_.tls_key_file, options_.tls_cert_file, options_.tls_client_ca_file,
+        static_cast<unsigned int>(options_.tls_reload_interval_s));
+    grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
+    tls_options.watch_identity_key_cert_pairs();
+    if (!client_ca_pem_.empty()) {
+      tls_options.watch_root_certs();
+      tls_options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    } else {
+      tls_options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    }
+    creds = grpc::experimental::TlsServerCredentials(tls_options);
   } else {
     creds = grpc::InsecureServerCredentials();
   }

@@ -4,7 +4,12 @@
 //
 // Plaintext is allowed only on a loopback address (127.0.0.0/8, ::1, localhost); any other
 // address needs --tls-cert and --tls-key, and Create() refuses it otherwise with a message
-// saying what to pass. Port 0 picks a free port; port() then tells which.
+// saying what to pass. Likewise authentication (auth.h) may be off only on loopback; unset, it
+// is off on loopback and tokens elsewhere. Port 0 picks a free port; port() then tells which.
+//
+// With TLS, the certificate, key and client CA files are watched (gRPC's
+// FileWatcherCertificateProvider) and re-read every tls_reload_interval_s: replacing them
+// (e.g. a renewed certificate) takes effect for new connections without a restart.
 //
 // Shutdown() may be called from any thread (the signal
 // thread); Wait() returns once it has drained.
@@ -14,8 +19,11 @@
 #include <memory>
 #include <string>
 
+#include <optional>
+
 #include "absl/status/statusor.h"
 #include "server/domain/domain.h"
+#include "server/rpc/auth.h"
 
 namespace grpc {
 class Server;
@@ -34,8 +42,13 @@ struct GrpcServerOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   std::string tls_client_ca_file;
-  // Largest request message accepted, bytes (default 16 MiB).
+  // Largest request message accepted, bytes (default limits::kMaxRequestBytes, 16 MiB).
   int max_receive_message_bytes = 16 << 20;
+  // Bearer tokens required (kTokens) or not (kOff, loopback only). Unset: off on a loopback
+  // address, tokens elsewhere.
+  std::optional<AuthMode> auth;
+  // Seconds between checks of the TLS files for a new certificate (1..86400; default 60).
+  int tls_reload_interval_s = 60;
 };
 
 // A parsed HOST:PORT.
@@ -68,6 +81,8 @@ class GrpcServer {
   // True when connections are TLS.
   bool tls() const { return !cert_pem_.empty(); }
   bool mutual_tls() const { return !client_ca_pem_.empty(); }
+  // The authentication mode in force.
+  AuthMode auth_mode() const { return auth_mode_; }
   // Blocks until the server has shut down.
   void Wait();
   // Wakes long-polls and watches, stops accepting calls, and waits for in-flight calls until
@@ -81,6 +96,8 @@ class GrpcServer {
   const ListenAddress address_;
   Domain* domain_ = nullptr;
   std::string cert_pem_, key_pem_, client_ca_pem_;
+  AuthMode auth_mode_ = AuthMode::kOff;
+  std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<MedprofServiceImpl> medprof_service_;
   std::unique_ptr<AgentServiceImpl> agent_service_;
   std::unique_ptr<grpc::Server> server_;

@@ -1,21 +1,29 @@
 #include "server/rpc/services.h"
 
 #include <algorithm>
+#include <set>
 #include <vector>
 
+#include "common/status.h"
+#include "server/domain/limits.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/status_mapping.h"
 
 namespace medprof::server::rpc {
 namespace {
 
-constexpr size_t kWindowChunks = 256;
-constexpr size_t kWindowBytes = 8 << 20;
+constexpr size_t kWindowChunks = limits::kUploadWindowChunks;
+constexpr size_t kWindowBytes = limits::kUploadWindowBytes;
 
-// Runs `call` (returning absl::StatusOr<T>), and on success stores `convert(value)` in `out`.
+// Authenticates the call of `method` (token and role; auth.h), runs `call(ctx)` (returning
+// absl::StatusOr<T>) with the caller's CallContext, and on success stores `convert(value)` in
+// `out`. Checks of the objects a request names go first in `call`, through AccessControl.
 template <typename Call, typename Convert, typename Out>
-grpc::Status Handle(const char* method, Call call, Convert convert, Out* out) {
-  auto result = call();
+grpc::Status Handle(Authenticator& auth, grpc::ServerContext* context, const char* method, Call call,
+                    Convert convert, Out* out) {
+  absl::StatusOr<CallContext> ctx = auth.Authenticate(context, method);
+  if (!ctx.ok()) return ToGrpcStatus(ctx.status(), method);
+  auto result = call(*ctx);
   if (!result.ok()) return ToGrpcStatus(result.status(), method);
   *out = convert(*result);
   return grpc::Status::OK;
@@ -28,35 +36,52 @@ grpc::Status Handle(const char* method, Call call, Convert convert, Out* out) {
 grpc::Status MedprofServiceImpl::SubmitStudy(grpc::ServerContext* ctx, const v1::SubmitStudyRequest* req,
                                              v1::SubmitStudyResponse* resp) {
   return Handle(
-      "SubmitStudy", [&] { return domain_.studies().SubmitStudy(MakeCallContext(ctx), FromProto(*req)); },
+      auth_, ctx, "SubmitStudy",
+      [&](const CallContext& call) -> absl::StatusOr<SubmitStudyResult> {
+        MEDPROF_RETURN_IF_ERROR(auth_.CountSubmission(call));
+        return domain_.studies().SubmitStudy(call, FromProto(*req));
+      },
       [](const SubmitStudyResult& r) { return ToProto(r); }, resp);
 }
 
 grpc::Status MedprofServiceImpl::GetStudy(grpc::ServerContext* ctx, const v1::GetStudyRequest* req, v1::Study* resp) {
   return Handle(
-      "GetStudy", [&] { return domain_.studies().GetStudy(MakeCallContext(ctx), req->study_id()); },
+      auth_, ctx, "GetStudy",
+      [&](const CallContext& call) -> absl::StatusOr<StudyView> {
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckStudy(call, req->study_id()));
+        return domain_.studies().GetStudy(call, req->study_id());
+      },
       [](const StudyView& s) { return ToProto(s); }, resp);
 }
 
 grpc::Status MedprofServiceImpl::ListStudies(grpc::ServerContext* ctx, const v1::ListStudiesRequest* req,
                                              v1::ListStudiesResponse* resp) {
   return Handle(
-      "ListStudies", [&] { return domain_.studies().ListStudies(MakeCallContext(ctx), FromProto(*req)); },
+      auth_, ctx, "ListStudies",
+      [&](const CallContext& call) { return domain_.studies().ListStudies(call, FromProto(*req)); },
       [](const ListStudiesResult& r) { return ToProto(r); }, resp);
 }
 
 grpc::Status MedprofServiceImpl::WatchStudy(grpc::ServerContext* ctx, const v1::WatchStudyRequest* req,
                                             grpc::ServerWriter<v1::StudyEvent>* writer) {
-  const absl::Status s = domain_.studies().WatchStudy(
-      MakeCallContext(ctx), req->study_id(), [writer](const StudyEvent& e) { return writer->Write(ToProto(e)); });
+  absl::StatusOr<CallContext> call = auth_.Authenticate(ctx, "WatchStudy");
+  if (!call.ok()) return ToGrpcStatus(call.status(), "WatchStudy");
+  absl::Status s = domain_.access().CheckStudy(*call, req->study_id());
+  if (s.ok()) {
+    s = domain_.studies().WatchStudy(*call, req->study_id(),
+                                     [writer](const StudyEvent& e) { return writer->Write(ToProto(e)); });
+  }
   return ToGrpcStatus(s, "WatchStudy");
 }
 
 grpc::Status MedprofServiceImpl::CancelStudy(grpc::ServerContext* ctx, const v1::CancelStudyRequest* req,
                                              v1::CancelStudyResponse* resp) {
   return Handle(
-      "CancelStudy",
-      [&] { return domain_.studies().CancelStudy(MakeCallContext(ctx), req->study_id(), req->reason()); },
+      auth_, ctx, "CancelStudy",
+      [&](const CallContext& call) -> absl::StatusOr<int> {
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckStudy(call, req->study_id()));
+        return domain_.studies().CancelStudy(call, req->study_id(), req->reason());
+      },
       [](int n) {
         v1::CancelStudyResponse r;
         r.set_jobs_cancelled(n);
@@ -68,7 +93,12 @@ grpc::Status MedprofServiceImpl::CancelStudy(grpc::ServerContext* ctx, const v1:
 grpc::Status MedprofServiceImpl::ListRuns(grpc::ServerContext* ctx, const v1::ListRunsRequest* req,
                                           v1::ListRunsResponse* resp) {
   return Handle(
-      "ListRuns", [&] { return domain_.studies().ListRuns(MakeCallContext(ctx), FromProto(*req)); },
+      auth_, ctx, "ListRuns",
+      [&](const CallContext& call) -> absl::StatusOr<std::vector<RunView>> {
+        if (!req->study_id().empty()) MEDPROF_RETURN_IF_ERROR(domain_.access().CheckStudy(call, req->study_id()));
+        if (!req->job_id().empty()) MEDPROF_RETURN_IF_ERROR(domain_.access().CheckJob(call, req->job_id()));
+        return domain_.studies().ListRuns(call, FromProto(*req));
+      },
       [](const std::vector<RunView>& runs) {
         v1::ListRunsResponse r;
         for (const RunView& v : runs) *r.add_runs() = ToProto(v);
@@ -79,21 +109,68 @@ grpc::Status MedprofServiceImpl::ListRuns(grpc::ServerContext* ctx, const v1::Li
 
 grpc::Status MedprofServiceImpl::GetRun(grpc::ServerContext* ctx, const v1::GetRunRequest* req, v1::Run* resp) {
   return Handle(
-      "GetRun", [&] { return domain_.studies().GetRun(MakeCallContext(ctx), req->run_id()); },
+      auth_, ctx, "GetRun",
+      [&](const CallContext& call) -> absl::StatusOr<RunView> {
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckRun(call, req->run_id()));
+        return domain_.studies().GetRun(call, req->run_id());
+      },
       [](const RunView& v) { return ToProto(v); }, resp);
 }
 
 grpc::Status MedprofServiceImpl::Compare(grpc::ServerContext* ctx, const v1::CompareRequest* req,
                                          v1::CompareResponse* resp) {
   return Handle(
-      "Compare", [&] { return domain_.queries().Compare(MakeCallContext(ctx), FromProto(*req)); },
+      auth_, ctx, "Compare",
+      [&](const CallContext& call) -> absl::StatusOr<CompareResult> {
+        if (!req->study_id().empty() || req->run_ids().empty()) {
+          MEDPROF_RETURN_IF_ERROR(domain_.access().CheckStudy(call, req->study_id()));
+        }
+        for (const std::string& run_id : req->run_ids()) {
+          MEDPROF_RETURN_IF_ERROR(domain_.access().CheckRun(call, run_id));
+        }
+        return domain_.queries().Compare(call, FromProto(*req));
+      },
       [](const CompareResult& r) { return ToProto(r); }, resp);
+}
+
+grpc::Status MedprofServiceImpl::ListKernels(grpc::ServerContext* ctx, const v1::ListKernelsRequest* req,
+                                             v1::ListKernelsResponse* resp) {
+  return Handle(
+      auth_, ctx, "ListKernels",
+      [&](const CallContext& call) -> absl::StatusOr<KernelsResult> {
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckRun(call, req->run_id()));
+        return domain_.queries().Kernels(call, FromProto(*req));
+      },
+      [](const KernelsResult& r) { return ToProto(r); }, resp);
+}
+
+grpc::Status MedprofServiceImpl::DiffRuns(grpc::ServerContext* ctx, const v1::DiffRunsRequest* req,
+                                          v1::DiffRunsResponse* resp) {
+  return Handle(
+      auth_, ctx, "DiffRuns",
+      [&](const CallContext& call) -> absl::StatusOr<DiffResult> {
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckRun(call, req->run_a()));
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckRun(call, req->run_b()));
+        return domain_.queries().Diff(call, FromProto(*req));
+      },
+      [](const DiffResult& r) { return ToProto(r); }, resp);
+}
+
+grpc::Status MedprofServiceImpl::GetTimeline(grpc::ServerContext* ctx, const v1::GetTimelineRequest* req,
+                                             v1::GetTimelineResponse* resp) {
+  return Handle(
+      auth_, ctx, "GetTimeline",
+      [&](const CallContext& call) -> absl::StatusOr<TimelineResult> {
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckRun(call, req->run_id()));
+        return domain_.queries().Timeline(call, req->run_id());
+      },
+      [](const TimelineResult& r) { return ToProto(r); }, resp);
 }
 
 grpc::Status MedprofServiceImpl::ListAgents(grpc::ServerContext* ctx, const v1::ListAgentsRequest*,
                                             v1::ListAgentsResponse* resp) {
   return Handle(
-      "ListAgents", [&] { return domain_.agents().ListAgents(MakeCallContext(ctx)); },
+      auth_, ctx, "ListAgents", [&](const CallContext& call) { return domain_.agents().ListAgents(call); },
       [](const std::vector<AgentView>& agents) {
         v1::ListAgentsResponse r;
         for (const AgentView& a : agents) *r.add_agents() = ToProto(a);
@@ -107,21 +184,33 @@ grpc::Status MedprofServiceImpl::ListAgents(grpc::ServerContext* ctx, const v1::
 grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                         v1::RegisterResponse* resp) {
   return Handle(
-      "Register", [&] { return domain_.agents().Register(MakeCallContext(ctx), FromProto(*req)); },
+      auth_, ctx, "Register",
+      [&](const CallContext& call) -> absl::StatusOr<RegisterAgentResult> {
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckAgentName(call, req->agent_name()));
+        return domain_.agents().Register(call, FromProto(*req));
+      },
       [](const RegisterAgentResult& r) { return ToProto(r); }, resp);
 }
 
 grpc::Status AgentServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                          v1::HeartbeatResponse* resp) {
   return Handle(
-      "Heartbeat", [&] { return domain_.scheduler().Heartbeat(MakeCallContext(ctx), FromProto(*req)); },
+      auth_, ctx, "Heartbeat",
+      [&](const CallContext& call) -> absl::StatusOr<HeartbeatResult> {
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckAgentId(call, req->agent_id()));
+        return domain_.scheduler().Heartbeat(call, FromProto(*req));
+      },
       [](const HeartbeatResult& r) { return ToProto(r); }, resp);
 }
 
 grpc::Status AgentServiceImpl::AcquireJob(grpc::ServerContext* ctx, const v1::AcquireJobRequest* req,
                                           v1::AcquireJobResponse* resp) {
   return Handle(
-      "AcquireJob", [&] { return domain_.scheduler().AcquireJob(MakeCallContext(ctx), FromProto(*req)); },
+      auth_, ctx, "AcquireJob",
+      [&](const CallContext& call) -> absl::StatusOr<std::optional<Assignment>> {
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckAgentId(call, req->agent_id()));
+        return domain_.scheduler().AcquireJob(call, FromProto(*req));
+      },
       [](const std::optional<Assignment>& a) {
         v1::AcquireJobResponse r;
         if (a.has_value()) *r.mutable_assignment() = ToProto(*a);
@@ -132,7 +221,10 @@ grpc::Status AgentServiceImpl::AcquireJob(grpc::ServerContext* ctx, const v1::Ac
 
 grpc::Status AgentServiceImpl::UploadResults(grpc::ServerContext* ctx, grpc::ServerReader<v1::ResultChunk>* reader,
                                              v1::UploadAck* resp) {
-  const CallContext call = MakeCallContext(ctx);
+  absl::StatusOr<CallContext> authed = auth_.Authenticate(ctx, "UploadResults");
+  if (!authed.ok()) return ToGrpcStatus(authed.status(), "UploadResults");
+  const CallContext& call = *authed;
+  std::set<std::string> checked_agents;  // agent ids this stream has shown it may act as
   CommittedThrough acked;
   std::vector<ResultChunk> window;
   size_t window_bytes = 0;
@@ -147,6 +239,12 @@ grpc::Status AgentServiceImpl::UploadResults(grpc::ServerContext* ctx, grpc::Ser
   };
   v1::ResultChunk chunk;
   while (reader->Read(&chunk)) {
+    if (!call.agent_name.empty() && !checked_agents.contains(chunk.agent_id())) {
+      if (absl::Status s = domain_.access().CheckAgentId(call, chunk.agent_id()); !s.ok()) {
+        return ToGrpcStatus(s, "UploadResults");
+      }
+      checked_agents.insert(chunk.agent_id());
+    }
     window_bytes += chunk.ByteSizeLong();
     window.push_back(FromProto(std::move(chunk)));
     chunk.Clear();
@@ -162,7 +260,11 @@ grpc::Status AgentServiceImpl::UploadResults(grpc::ServerContext* ctx, grpc::Ser
 grpc::Status AgentServiceImpl::FinishRun(grpc::ServerContext* ctx, const v1::FinishRunRequest* req,
                                          v1::FinishRunResponse* resp) {
   return Handle(
-      "FinishRun", [&] { return domain_.scheduler().FinishRun(MakeCallContext(ctx), FromProto(*req)); },
+      auth_, ctx, "FinishRun",
+      [&](const CallContext& call) -> absl::StatusOr<JobState> {
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckAgentId(call, req->agent_id()));
+        return domain_.scheduler().FinishRun(call, FromProto(*req));
+      },
       [](JobState s) {
         v1::FinishRunResponse r;
         r.set_job_state(ToProto(s));

@@ -1,7 +1,8 @@
 // medprof-server's gRPC services: thin handlers over the Domain.
 //
-// Each method converts the request (convert.h), calls one domain method with a CallContext made
-// from the grpc::ServerContext, converts the answer back, and maps the status in one place
+// Each method authenticates the caller and checks its role (auth.h), checks the objects the
+// request names (AccessControl), converts the request (convert.h), calls one domain method with
+// the caller's CallContext, converts the answer back, and maps the status in one place
 // (status_mapping.h). No SQL and no business rules here. UploadResults reads its stream in
 // windows of at most 256 chunks or 8 MiB; each window is one domain call (one transaction); the
 // single UploadAck after the stream ends carries, per run, the highest contiguous stored seq.
@@ -12,12 +13,13 @@
 
 #include "medprof/v1/service.grpc.pb.h"
 #include "server/domain/domain.h"
+#include "server/rpc/auth.h"
 
 namespace medprof::server::rpc {
 
 class MedprofServiceImpl final : public v1::MedprofService::Service {
  public:
-  explicit MedprofServiceImpl(Domain& domain) : domain_(domain) {}
+  MedprofServiceImpl(Domain& domain, Authenticator& auth) : domain_(domain), auth_(auth) {}
 
   grpc::Status SubmitStudy(grpc::ServerContext* ctx, const v1::SubmitStudyRequest* req,
                            v1::SubmitStudyResponse* resp) override;
@@ -31,16 +33,22 @@ class MedprofServiceImpl final : public v1::MedprofService::Service {
   grpc::Status ListRuns(grpc::ServerContext* ctx, const v1::ListRunsRequest* req, v1::ListRunsResponse* resp) override;
   grpc::Status GetRun(grpc::ServerContext* ctx, const v1::GetRunRequest* req, v1::Run* resp) override;
   grpc::Status Compare(grpc::ServerContext* ctx, const v1::CompareRequest* req, v1::CompareResponse* resp) override;
+  grpc::Status ListKernels(grpc::ServerContext* ctx, const v1::ListKernelsRequest* req,
+                           v1::ListKernelsResponse* resp) override;
+  grpc::Status DiffRuns(grpc::ServerContext* ctx, const v1::DiffRunsRequest* req, v1::DiffRunsResponse* resp) override;
+  grpc::Status GetTimeline(grpc::ServerContext* ctx, const v1::GetTimelineRequest* req,
+                           v1::GetTimelineResponse* resp) override;
   grpc::Status ListAgents(grpc::ServerContext* ctx, const v1::ListAgentsRequest* req,
                           v1::ListAgentsResponse* resp) override;
 
  private:
   Domain& domain_;
+  Authenticator& auth_;
 };
 
 class AgentServiceImpl final : public v1::AgentService::Service {
  public:
-  explicit AgentServiceImpl(Domain& domain) : domain_(domain) {}
+  AgentServiceImpl(Domain& domain, Authenticator& auth) : domain_(domain), auth_(auth) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req, v1::RegisterResponse* resp) override;
   grpc::Status Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
@@ -54,6 +62,7 @@ class AgentServiceImpl final : public v1::AgentService::Service {
 
  private:
   Domain& domain_;
+  Authenticator& auth_;
 };
 
 }  // namespace medprof::server::rpc

@@ -225,6 +225,22 @@ absl::Status Apply(Db& db, const Migration& m, int64_t now_unix_ms) {
   return absl::OkStatus();
 }
 
+// Version 4: bearer tokens. Only a salted hash of each secret is kept (see server/domain/tokens.h).
+constexpr char kV4[] = R"sql(
+CREATE TABLE tokens (
+  seq             INTEGER PRIMARY KEY AUTOINCREMENT,
+  token_id        TEXT NOT NULL UNIQUE,
+  salt            TEXT NOT NULL,
+  hash            TEXT NOT NULL,
+  role            TEXT NOT NULL CHECK (role IN ('admin', 'submit', 'read', 'agent')),
+  project         TEXT NOT NULL,
+  agent_name      TEXT NOT NULL DEFAULT '',
+  note            TEXT NOT NULL DEFAULT '',
+  created_unix_ms INTEGER NOT NULL,
+  revoked_unix_ms INTEGER NOT NULL DEFAULT 0
+);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -232,6 +248,7 @@ const std::vector<Migration>& Migrations() {
       {1, "job queue: agents, studies, jobs, runs, events", kV1},
       {2, "result storage: run results, upload ledger, steps, ops, kernels, metrics", kV2},
       {3, "query results: kernel findings, raw and utilization timelines", kV3},
+      {4, "bearer tokens: salted hashes, role, project, agent binding", kV4},
   };
   return migrations;
 }

@@ -180,6 +180,20 @@ struct TimelinePart {
   std::string body_json;
 };
 
+// One bearer token (tokens table, schema version 4). The secret itself is never stored: only
+// `hash` = hex SHA-256(salt || secret), with a random per-token salt.
+struct TokenRecord {
+  std::string token_id;           // public part of the token ("tok-3fa9c02b71de")
+  std::string salt;               // hex, 16 random bytes
+  std::string hash;               // hex SHA-256(salt bytes || secret)
+  std::string role;               // admin | submit | read | agent
+  std::string project;            // the project it acts in; "*" (admin only) = every project
+  std::string agent_name;         // agent tokens: the one agent name it may act as
+  std::string note;               // free text for people ("lab-a CI")
+  int64_t created_unix_ms = 0;
+  int64_t revoked_unix_ms = 0;    // 0 while valid
+};
+
 // One change of one job (or of the study), in the order the server saw it.
 struct EventRecord {
   int64_t event_id = 0;           // assigned by the store; strictly increasing

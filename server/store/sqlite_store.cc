@@ -20,9 +20,9 @@
 namespace medprof::server {
 namespace {
 
-constexpr std::array<absl::string_view, 15> kTables = {
-    "schema_version", "agents",    "agent_devices", "agent_labels", "studies",     "jobs",  "runs",
-    "run_chunks",     "run_steps", "run_ops",       "run_kernels",  "run_metrics", "events",
+constexpr std::array<absl::string_view, 16> kTables = {
+    "schema_version", "agents",    "agent_devices", "agent_labels", "studies",     "jobs",   "runs",
+    "run_chunks",     "run_steps", "run_ops",       "run_kernels",  "run_metrics", "events", "tokens",
     "run_findings", "run_timelines"};
 
 std::string JoinInts(const std::vector<int>& v) { return absl::StrJoin(v, ","); }
@@ -137,6 +137,23 @@ absl::StatusOr<RunRecord> ReadRun(const Statement& st) {
 
 constexpr char kEventCols[] =
     "event_id, study_id, job_id, run_id, job_state, progress_json, message, unix_ms, study_finished";
+
+constexpr char kTokenCols[] =
+    "token_id, salt, hash, role, project, agent_name, note, created_unix_ms, revoked_unix_ms";
+
+TokenRecord ReadToken(const Statement& st) {
+  TokenRecord t;
+  t.token_id = st.Text(0);
+  t.salt = st.Text(1);
+  t.hash = st.Text(2);
+  t.role = st.Text(3);
+  t.project = st.Text(4);
+  t.agent_name = st.Text(5);
+  t.note = st.Text(6);
+  t.created_unix_ms = st.Int(7);
+  t.revoked_unix_ms = st.Int(8);
+  return t;
+}
 
 EventRecord ReadEvent(const Statement& st) {
   EventRecord e;
@@ -627,6 +644,41 @@ class SqliteTx : public StoreTx {
         "SELECT ", kEventCols, " FROM events WHERE study_id = ?1 AND event_id > ?2 ORDER BY event_id LIMIT ?3")));
     MEDPROF_RETURN_IF_ERROR(st->BindAll(study_id, after_event_id, limit));
     return Collect<EventRecord>(*st, ReadEvent);
+  }
+
+  // ---- bearer tokens
+  absl::Status InsertToken(const TokenRecord& t) override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
+        "INSERT INTO tokens (token_id, salt, hash, role, project, agent_name, note, created_unix_ms, "
+        "revoked_unix_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(t.token_id, t.salt, t.hash, t.role, t.project, t.agent_name, t.note,
+                                        t.created_unix_ms, t.revoked_unix_ms));
+    return st->Run();
+  }
+
+  absl::StatusOr<std::optional<TokenRecord>> GetToken(const std::string& token_id) override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st,
+                             db_.Prepare(absl::StrCat("SELECT ", kTokenCols, " FROM tokens WHERE token_id = ?1")));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(token_id));
+    MEDPROF_ASSIGN_OR_RETURN(bool row, st->Step());
+    if (!row) return std::optional<TokenRecord>();
+    return std::optional<TokenRecord>(ReadToken(*st));
+  }
+
+  absl::StatusOr<std::vector<TokenRecord>> ListTokens() override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st,
+                             db_.Prepare(absl::StrCat("SELECT ", kTokenCols, " FROM tokens ORDER BY seq")));
+    return Collect<TokenRecord>(*st, ReadToken);
+  }
+
+  absl::StatusOr<bool> RevokeToken(const std::string& token_id, int64_t revoked_unix_ms) override {
+    MEDPROF_ASSIGN_OR_RETURN(std::optional<TokenRecord> t, GetToken(token_id));
+    if (!t.has_value()) return false;
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
+        "UPDATE tokens SET revoked_unix_ms = ?2 WHERE token_id = ?1 AND revoked_unix_ms = 0"));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(token_id, revoked_unix_ms));
+    MEDPROF_RETURN_IF_ERROR(st->Run());
+    return true;
   }
 
   absl::StatusOr<int64_t> CountRows(std::string_view table) override {

@@ -116,6 +116,14 @@ class StoreTx {
   virtual absl::StatusOr<std::vector<EventRecord>> ListEvents(const std::string& study_id,
                                                               int64_t after_event_id, int limit) = 0;
 
+  // ---- bearer tokens (hashes only)
+  virtual absl::Status InsertToken(const TokenRecord& token) = 0;
+  virtual absl::StatusOr<std::optional<TokenRecord>> GetToken(const std::string& token_id) = 0;
+  // Every token, oldest first (revoked ones included).
+  virtual absl::StatusOr<std::vector<TokenRecord>> ListTokens() = 0;
+  // Sets revoked_unix_ms when the token is not revoked yet; false when there is no such token.
+  virtual absl::StatusOr<bool> RevokeToken(const std::string& token_id, int64_t revoked_unix_ms) = 0;
+
   // Rows in one of the store's tables (admin and tests); INVALID_ARGUMENT for other names.
   virtual absl::StatusOr<int64_t> CountRows(std::string_view table) = 0;
 };
