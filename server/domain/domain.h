@@ -14,6 +14,7 @@
 #include "server/domain/core.h"
 #include "server/domain/query_engine.h"
 #include "server/domain/result_ingest.h"
+#include "server/domain/run_import.h"
 #include "server/domain/scheduler.h"
 #include "server/domain/study_service.h"
 #include "server/domain/tokens.h"
@@ -30,6 +31,7 @@ class Domain {
   ResultIngestor& ingestor() { return ingestor_; }
   StudyService& studies() { return studies_; }
   QueryEngine& queries() { return queries_; }
+  RunImporter& importer() { return importer_; }
   AccessControl& access() { return access_; }
   TokenService& tokens() { return tokens_; }
   const DomainOptions& options() const { return core_.options; }
@@ -42,7 +44,7 @@ class Domain {
  private:
   Domain(Store& store, const Clock& clock, DomainOptions options)
       : core_(store, clock, options), agents_(core_), scheduler_(core_), ingestor_(core_), studies_(core_),
-        queries_(core_), access_(core_), tokens_(store, clock) {}
+        queries_(core_), access_(core_), tokens_(store, clock), importer_(core_) {}
 
   DomainCore core_;
   AgentRegistry agents_;
@@ -52,6 +54,7 @@ class Domain {
   QueryEngine queries_;
   AccessControl access_;
   TokenService tokens_;
+  RunImporter importer_;
 };
 
 }  // namespace medprof::server

@@ -7,6 +7,7 @@
 #include "common/status.h"
 #include "server/domain/limits.h"
 #include "server/rpc/convert.h"
+#include "server/rpc/import_convert.h"
 #include "server/rpc/status_mapping.h"
 
 namespace medprof::server::rpc {
@@ -177,6 +178,18 @@ grpc::Status MedprofServiceImpl::ListAgents(grpc::ServerContext* ctx, const v1::
         return r;
       },
       resp);
+}
+
+grpc::Status MedprofServiceImpl::ImportRun(grpc::ServerContext* ctx, const v1::ImportRunRequest* req,
+                                           v1::ImportRunResponse* resp) {
+  return Handle(
+      auth_, ctx, "ImportRun",
+      [&](const CallContext& call) -> absl::StatusOr<ImportRunResult> {
+        MEDPROF_RETURN_IF_ERROR(auth_.CountSubmission(call));
+        if (!req->study_id().empty()) MEDPROF_RETURN_IF_ERROR(domain_.access().CheckStudy(call, req->study_id()));
+        return domain_.importer().Import(call, FromProto(*req));
+      },
+      [](const ImportRunResult& r) { return ToProto(r); }, resp);
 }
 
 // ---------------------------------------------------------------- AgentService

@@ -40,6 +40,8 @@ class MedprofServiceImpl final : public v1::MedprofService::Service {
                            v1::GetTimelineResponse* resp) override;
   grpc::Status ListAgents(grpc::ServerContext* ctx, const v1::ListAgentsRequest* req,
                           v1::ListAgentsResponse* resp) override;
+  grpc::Status ImportRun(grpc::ServerContext* ctx, const v1::ImportRunRequest* req,
+                         v1::ImportRunResponse* resp) override;
 
  private:
   Domain& domain_;
