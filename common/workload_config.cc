@@ -88,6 +88,7 @@ void ApplyDefaults(v1::WorkloadConfig* c) {
   if (!c->has_overhead_pairs()) c->set_overhead_pairs(kDefaultOverheadPairs);
   if (!c->has_sampling()) c->set_sampling(true);
   if (!c->has_trace()) c->set_trace(true);
+  if (!c->has_counter_api()) c->set_counter_api("auto");
 }
 
 absl::Status Validate(const v1::WorkloadConfig& c) {
@@ -150,6 +151,10 @@ absl::Status Validate(const v1::WorkloadConfig& c) {
   if (auto s = CheckRange("cpu_threads", c.cpu_threads(), 0, kMaxCpuThreads); !s.ok()) return s;
   if (auto s = CheckRange("metrics_top_k", c.metrics_top_k(), 0, kMaxMetricsTopK); !s.ok()) return s;
   if (auto s = CheckRange("overhead_pairs", c.overhead_pairs(), 0, kMaxOverheadPairs); !s.ok()) return s;
+  if (c.counter_api() != "auto" && c.counter_api() != "range" && c.counter_api() != "legacy") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("counter_api: '", c.counter_api(), "' is not a counter API (allowed: auto|range|legacy)"));
+  }
   return absl::OkStatus();
 }
 

@@ -63,6 +63,7 @@ absl::StatusOr<CreatedProfiler> CreateProfiler(const BackendChoice& choice, cons
     options.metrics = request.metrics;
     options.metrics_top_k = request.metrics_top_k;
     options.overhead_pairs = request.overhead_pairs;
+    options.counter_api = request.counter_api;
     auto cupti = CuptiProfiler::Create(options);
     if (cupti.ok()) {
       out.profiler = std::move(cupti).value();

@@ -43,6 +43,7 @@ struct ProfilerRequest {
   bool metrics = false;     // the range-profiler metrics layer
   int metrics_top_k = 20;
   int overhead_pairs = 3;   // trace on/off step pairs measuring the trace overhead
+  std::string counter_api = "auto";  // metrics layer: "auto" | "range" | "legacy"
 };
 
 struct CreatedProfiler {

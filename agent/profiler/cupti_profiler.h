@@ -33,6 +33,7 @@
 
 #include <map>
 
+#include "agent/profiler/counter_session.h"
 #include "agent/profiler/cupti_host.h"
 #include "agent/profiler/cupti_tracer.h"
 #include "agent/profiler/metric_catalog.h"
@@ -56,6 +57,7 @@ struct CuptiProfilerOptions {
   bool metrics = false;        // run the metrics layer (range profiler)
   int metrics_top_k = 20;      // kernels the metrics layer profiles
   int overhead_pairs = 3;      // trace on/off step pairs for the overhead figure (0: not measured)
+  std::string counter_api = "auto";  // "auto" (by compute capability) | "range" | "legacy"
 };
 
 class CuptiProfiler : public Profiler, private OpListener {
@@ -95,9 +97,9 @@ class CuptiProfiler : public Profiler, private OpListener {
   absl::Status MeasureTraceOverhead(const StepRunner& run, const ProgressFn& progress);
   absl::Status RunPmWindow(const StepRunner& run, const ProgressFn& progress);
   absl::Status RunMetrics(const StepRunner& run, const ProgressFn& progress);
-  absl::Status ProfileKernels(const StepRunner& run, CUcontext ctx, CuptiHost& host,
+  absl::Status ProfileKernels(const StepRunner& run, const CounterSessionOptions& base,
                               const ResolvedCatalog& catalog, const std::vector<std::string>& targets);
-  absl::Status ProfilePhases(const StepRunner& run, CUcontext ctx, CuptiHost& host, const ResolvedCatalog& catalog);
+  absl::Status ProfilePhases(const StepRunner& run, const CounterSessionOptions& base, const ResolvedCatalog& catalog);
   v1::MetricValues DerivedMetrics() const;
 
   // Sampling layer.
@@ -113,6 +115,7 @@ class CuptiProfiler : public Profiler, private OpListener {
   std::map<std::string, std::map<std::string, double>> kernel_metrics_;  // kernel -> medprof name -> value
   std::map<std::string, std::map<std::string, double>> phase_metrics_;   // phase -> medprof name -> value
   std::vector<std::string> dropped_metrics_;
+  CounterApi counter_api_ = CounterApi::kRangeProfiler;
   int64_t metrics_wall_ms_ = 0;
   std::vector<int64_t> measured_wall_ns_;  // the measured steps' wall times
   // Trace overhead.

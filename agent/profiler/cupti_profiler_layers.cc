@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <array>
 #include <set>
 #include <unordered_map>
@@ -15,6 +16,7 @@
 #include "agent/profiler/cupti_profiler.h"
 #include "agent/profiler/findings.h"
 #include "agent/profiler/pm_sampler.h"
+#include "agent/profiler/counter_session.h"
 #include "agent/profiler/range_profiler.h"
 #include "common/clock.h"
 #include "common/kernel_taxonomy.h"
@@ -220,6 +222,14 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
     if (!s.ok()) kLog.Warn("metrics layer: {}", s.ToString());
     return absl::OkStatus();
   };
+  // The counter API: the range profiler from CC 7.5 on, the legacy Profiling API before (V100),
+  // unless the job names one.
+  int cc_major = 0, cc_minor = 0;
+  (void)std::sscanf(options_.gpu.compute_capability.c_str(), "%d.%d", &cc_major, &cc_minor);
+  counter_api_ = options_.counter_api == "legacy" ? CounterApi::kLegacy
+                 : options_.counter_api == "range" ? CounterApi::kRangeProfiler
+                                                   : DefaultCounterApi(cc_major, cc_minor);
+  metrics_notes_.push_back(absl::StrCat("counter API: ", CounterApiName(counter_api_)));
   if (absl::Status s = DeviceSupported(options_.gpu.index, CUPTI_PROFILER_RANGE_PROFILING); !s.ok()) return finish(s);
   auto ctx = CurrentContext();
   if (!ctx.ok()) return finish(ctx.status());
@@ -247,15 +257,20 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
     if (static_cast<int>(targets.size()) >= options_.metrics_top_k) break;
     targets.push_back(name);
   }
-  progress("metrics", 0, 2, absl::StrCat("metrics layer: ", targets.size(), " kernels on ", *chip));
+  CounterSessionOptions base;
+  base.ctx = *ctx;
+  base.chip = *chip;
+  base.availability = *availability;
+  progress("metrics", 0, 2, absl::StrCat("metrics layer: ", targets.size(), " kernels on ", *chip, " (",
+                                         CounterApiName(counter_api_), ")"));
   if (!targets.empty()) {
-    if (absl::Status s = ProfileKernels(run, *ctx, **host, cat, targets); !s.ok()) {
+    if (absl::Status s = ProfileKernels(run, base, cat, targets); !s.ok()) {
       if (s.code() == absl::StatusCode::kAborted) return s;  // the workload itself failed
       return finish(s);
     }
   }
   progress("metrics", 1, 2, "metrics layer: phase ranges");
-  if (absl::Status s = ProfilePhases(run, *ctx, **host, cat); !s.ok()) {
+  if (absl::Status s = ProfilePhases(run, base, cat); !s.ok()) {
     if (s.code() == absl::StatusCode::kAborted) return s;
     return finish(s);
   }
@@ -264,16 +279,19 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
   return finish(absl::OkStatus());
 }
 
-absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, CUcontext ctx, CuptiHost& host,
+absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterSessionOptions& base,
                                            const ResolvedCatalog& catalog, const std::vector<std::string>& targets) {
   const std::vector<MetricGroup> groups = {MetricGroup::kCore, MetricGroup::kStalls, MetricGroup::kThroughput,
                                            MetricGroup::kSass};
   const std::vector<ResolvedMetric> metrics = catalog.InGroups(groups);
-  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> config, host.NewConfig(catalog.PerfworksNames(groups)));
-  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<RangeProfilerTarget> target, RangeProfilerTarget::Enable(ctx));
-  MEDPROF_RETURN_IF_ERROR(target->Configure(config.get(), CUPTI_AutoRange, CUPTI_KernelReplay, targets.size()));
-  kLog.Info("metrics layer: {} metrics in {} passes per kernel (kernel replay), {} kernels", metrics.size(),
-            config->passes(), targets.size());
+  CounterSessionOptions o = base;
+  o.metrics = catalog.PerfworksNames(groups);
+  o.range = CUPTI_AutoRange;
+  o.replay = CUPTI_KernelReplay;
+  o.max_ranges = targets.size();
+  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CounterSession> target, NewCounterSession(counter_api_, o));
+  kLog.Info("metrics layer ({}): {} metrics in {} passes per kernel (kernel replay), {} kernels",
+            CounterApiName(counter_api_), metrics.size(), target->passes(), targets.size());
 
   // Arm the profiler around the first launch of each target with the kernel's dominant grid
   // (the launch shape that took most of its time; API enter -> Start, exit -> Stop). Two steps
@@ -352,18 +370,21 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, CUcontext ctx,
   return absl::OkStatus();
 }
 
-absl::Status CuptiProfiler::ProfilePhases(const StepRunner& run, CUcontext ctx, CuptiHost& host,
+absl::Status CuptiProfiler::ProfilePhases(const StepRunner& run, const CounterSessionOptions& base,
                                           const ResolvedCatalog& catalog) {
   const std::vector<ResolvedMetric> metrics = catalog.InGroups({MetricGroup::kCore});
-  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> config,
-                           host.NewConfig(catalog.PerfworksNames({MetricGroup::kCore})));
-  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<RangeProfilerTarget> target, RangeProfilerTarget::Enable(ctx));
-  constexpr size_t kMaxRanges = 8;  // fwd, bwd, optim, sample_step (+ room)
-  MEDPROF_RETURN_IF_ERROR(target->Configure(config.get(), CUPTI_UserRange, CUPTI_UserReplay, kMaxRanges));
-  kLog.Info("metrics layer: phase ranges, {} metrics in {} passes (one step each)", metrics.size(), config->passes());
+  CounterSessionOptions o = base;
+  o.metrics = catalog.PerfworksNames({MetricGroup::kCore});
+  o.range = CUPTI_UserRange;
+  o.replay = CUPTI_UserReplay;
+  o.max_ranges = 8;  // fwd, bwd, optim, sample_step (+ room)
+  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CounterSession> target, NewCounterSession(counter_api_, o));
+  const size_t passes = target->passes();
+  kLog.Info("metrics layer ({}): phase ranges, {} metrics in {} passes (one step each)", CounterApiName(counter_api_),
+            metrics.size(), passes);
   const std::set<std::string> phases = {"fwd", "bwd", "optim", "sample_step"};
   absl::Status range_status;
-  const size_t max_passes = config->passes() + 2;
+  const size_t max_passes = (passes > 0 ? passes : 64) + 2;
   bool all = false;
   for (size_t pass = 0; pass < max_passes && !all; ++pass) {
     std::set<std::string> seen;  // one range per phase per pass

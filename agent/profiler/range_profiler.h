@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "agent/profiler/counter_session.h"
 #include "agent/profiler/cupti_host.h"
 
 namespace medprof::profiler {
@@ -34,11 +35,6 @@ absl::StatusOr<std::string> ChipName(int device_index);
 absl::StatusOr<std::vector<uint8_t>> CounterAvailability(CUcontext ctx);
 // OK when `api` is supported on the device; else a status naming each unsupported aspect.
 absl::Status DeviceSupported(int device_index, CUpti_Profiler_API api);
-
-struct RangeValues {
-  std::string name;            // auto range: "0", "1", ... in launch order; user range: pushed name
-  std::vector<double> values;  // one per config metric, in config order
-};
 
 class RangeProfilerTarget {
  public:

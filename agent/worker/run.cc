@@ -180,6 +180,7 @@ int RunWorker(const RunContext& in) {
   request.metrics = c.metrics();
   request.metrics_top_k = c.metrics_top_k();
   request.overhead_pairs = c.overhead_pairs();
+  request.counter_api = c.counter_api();
   auto created = profiler::CreateProfiler(*choice, probe, request);
   if (!created.ok()) return Fail(ctx, created.status(), "creating the profiler");
   std::unique_ptr<profiler::Profiler> prof = std::move(created->profiler);

@@ -90,6 +90,10 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
   auto* o_pairs = app.add_option("--overhead-pairs", overhead_pairs,
                                  "Trace on/off step pairs measuring the trace overhead (default 3, 0 = skip)");
   auto* f_no_sampling = app.add_flag("--no-sampling", no_sampling, "No PC/PM sampling");
+  std::string counter_api;
+  auto* o_counter_api = app.add_option("--counter-api", counter_api,
+                                       "Metrics layer API: auto (range profiler from CC 7.5, legacy Profiling API "
+                                       "on V100) | range | legacy");
   auto* f_no_trace = app.add_flag("--no-trace", no_trace,
                                   "No CUPTI at all (ops only), e.g. to run under Nsight Compute");
   app.add_option("--job", job, "Binary medprof.v1.WorkloadConfig file; flags override its fields");
@@ -195,6 +199,7 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
   if (o_pairs->count()) c.set_overhead_pairs(overhead_pairs);
   if (f_no_sampling->count()) c.set_sampling(false);
   if (f_no_trace->count()) c.set_trace(false);
+  if (o_counter_api->count()) c.set_counter_api(counter_api);
 
   out_args.action = describe ? WorkerArgs::Action::kDescribe : WorkerArgs::Action::kRun;
   const bool has_out = o_out->count() > 0, has_fd = o_fd->count() > 0;

@@ -124,7 +124,7 @@ def load_ncu(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["regex", "compare", "metrics"])
+    ap.add_argument("mode", choices=["regex", "compare", "metrics", "runs"])
     ap.add_argument("run")
     ap.add_argument("ncu", nargs="?")
     ap.add_argument("--top", type=int, default=10)
@@ -138,9 +138,18 @@ def main():
         names = sorted({function_name(n) for n in top})
         print("regex:^(" + "|".join(re.escape(n) for n in names) + ")$")
         return 0
-    ncu = load_ncu(a.ncu)
+    if a.mode == "runs":  # two medprof runs (e.g. legacy API vs range profiler): same names
+        _, other = load_run(a.ncu)
+        ncu = {}
+        for n, vals in other.items():
+            grid = tuple(int(vals[f"launch.grid_{x}"]) for x in "xyz") if "launch.grid_x" in vals else None
+            ncu[(norm(n), grid)] = vals
+            ncu.setdefault((norm(n), None), vals)
+    else:
+        ncu = load_ncu(a.ncu)
     worst, compared, failed = 0.0, 0, 0
-    print(f"{'kernel':60s} {'metric':24s} {'medprof':>14s} {'ncu':>14s} {'diff':>9s}  ok")
+    other_name = "other run" if a.mode == "runs" else "ncu"
+    print(f"{'kernel':60s} {'metric':24s} {'medprof':>14s} {other_name:>14s} {'diff':>9s}  ok")
     for name in top:
         mine = metrics.get(name)
         grid = None

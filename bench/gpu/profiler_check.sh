@@ -10,6 +10,9 @@
 #             on the run's top-10 kernels in one measured step of the same worker with --no-trace;
 #             bench/gpu/ncu_compare.py compares them (5 % / 2 points)
 #   study     baseline, opt1, opt2, opt12 train at 128^3 with --metrics: phase totals
+#   legacy    opt1 forward at 128^3 with --metrics through the legacy Profiling API (the V100 path,
+#             also served on Hopper) compared with the range profiler's run of stage ncu
+#   gputest   the GPU test suite (ctest -L gpu) in the worker's build tree
 # Every stage writes <stage>*.{log,pb,jsonl} to OUT_DIR (default $OUT) and a summary line.
 #
 #   bash bench/gpu/profiler_check.sh [OUT_DIR]
@@ -76,7 +79,7 @@ if has ncu; then
   metrics=$(python3 bench/gpu/ncu_compare.py metrics "$out/ncu-medprof.jsonl")
   say "ncu kernels: $regex"
   t0=$(date +%s)
-  ncu --clock-control none --cache-control none --csv --page raw --print-kernel-base demangled \
+  ncu --clock-control none --cache-control "${NCU_CACHE:-none}" --csv --page raw --print-kernel-base demangled \
     --nvtx --nvtx-include "medprof_measured_step/" --kernel-name "$regex" --metrics "$metrics" \
     --log-file "$out/ncu.log" \
     "$worker" --preset opt1 --phase forward --volume 128 --steps 1 --warmup 2 --no-trace --no-sampling \
@@ -112,5 +115,18 @@ for p in presets:
     print(f"{p:9s} {tot(p, 'sm_cycles'):18.4g} {tot(p, 'warp_instructions'):18.4g} "
           f"{rows[p].get(('phase:fwd', 'tensor_pipe_pct'), 0.0):11.2f} {share(p, ['layout', 'elementwise']):11.3f}")
 PY
+fi
+if has legacy; then
+  run_worker legacy --preset opt1 --phase forward --volume 128 --steps 3 --warmup 2 --metrics \
+    --metrics-top-k 10 --overhead-pairs 0 --counter-api legacy
+  grep -E 'metrics layer' "$out/legacy.log" | tee -a "$summary"
+  python3 bench/gpu/ncu_compare.py runs "$out/legacy.jsonl" "$out/ncu-medprof.jsonl" --top 10 | tee "$out/legacy-compare.txt" | tail -3 | tee -a "$summary"
+fi
+if has gputest; then
+  t0=$(date +%s)
+  { cmake -S . -B "${BUILD_DIR:-build-gpu}" -DMEDPROF_BUILD_TESTS=ON &&
+    cmake --build "${BUILD_DIR:-build-gpu}" -j "$(nproc)" --target worker_gpu_test medprof-worker &&
+    (cd "${BUILD_DIR:-build-gpu}" && ctest -L gpu --output-on-failure); } >"$out/gputest.log" 2>&1
+  say "gputest: exit $?, $(( $(date +%s) - t0 )) s; $(grep -E 'tests passed|tests failed' "$out/gputest.log")"
 fi
 say "done"

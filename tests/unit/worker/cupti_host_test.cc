@@ -2,6 +2,7 @@
 // with libcupti on this machine (spec/cupti.md §1.3 has the pass counts it must reproduce).
 #include "agent/profiler/cupti_host.h"
 
+#include "agent/profiler/counter_session.h"
 #include "agent/profiler/metric_catalog.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -70,6 +71,26 @@ TEST(CuptiHost, PmSamplingSetIsSinglePassOnHopperAndAbsentOnVolta) {
   EXPECT_EQ((*cfg)->passes(), 1u);
   EXPECT_THAT(CuptiHost::Create(CUPTI_PROFILER_TYPE_PM_SAMPLING, "GV100", {}).status(),
               StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("CUPTI_ERROR_NOT_SUPPORTED")));
+}
+
+// The V100 path: the legacy Profiling API's host half (Perfworks) builds a configuration for the
+// catalog resolved on GV100, with the pass count the profiler host API computes for it.
+TEST(LegacyCounterApi, VoltaConfigurationBuildsWithoutAGpu) {
+  if (!LegacyCounterApiCompiled()) GTEST_SKIP() << "built without nvperf_host.h";
+  auto host = CuptiHost::Create(CUPTI_PROFILER_TYPE_RANGE_PROFILER, "GV100", {});
+  ASSERT_TRUE(host.ok()) << host.status();
+  const ResolvedCatalog r = Resolve("GV100", **host, MetricCatalog());
+  const std::vector<std::string> core = r.PerfworksNames({MetricGroup::kCore});
+  auto passes = LegacyConfigPasses("GV100", core);
+  ASSERT_TRUE(passes.ok()) << passes.status();
+  auto config = (*host)->NewConfig(core);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(*passes, (*config)->passes());
+  EXPECT_THAT(LegacyConfigPasses("GV100", {"sm__no_such_metric.sum"}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("sm__no_such_metric.sum")));
+  EXPECT_EQ(DefaultCounterApi(7, 0), CounterApi::kLegacy);
+  EXPECT_EQ(DefaultCounterApi(7, 5), CounterApi::kRangeProfiler);
+  EXPECT_EQ(DefaultCounterApi(9, 0), CounterApi::kRangeProfiler);
 }
 
 TEST(CuptiHost, UnknownMetricNamesAreReportedNotFatal) {

@@ -113,6 +113,10 @@ TEST(ParseArgsTest, ProfilerLayerFlags) {
   MEDPROF_ASSERT_OK_AND_ASSIGN(v1::WorkloadConfig d, Effective(b.config));
   EXPECT_EQ(d.overhead_pairs(), 3);
   EXPECT_TRUE(d.sampling());
+  EXPECT_EQ(d.counter_api(), "auto");
+  b.config.set_counter_api("cupti");
+  EXPECT_THAT(Effective(b.config), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("counter_api: 'cupti'")));
+  b.config.set_counter_api("legacy");
   b.config.set_overhead_pairs(51);
   EXPECT_THAT(Effective(b.config), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("overhead_pairs")));
   // --decode needs no preset and no channel.
