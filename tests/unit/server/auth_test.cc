@@ -232,6 +232,20 @@ TEST_F(AuthWireTest, EveryRpcWithEveryRole) {
     v1::SubmitStudyResponse out;
     return people_->SubmitStudy(Ctx(t).get(), r, &out);
   };
+  calls["ImportRun"] = [&](const std::string& t) {
+    v1::ImportRunRequest r;
+    r.set_preset("opt1");
+    r.set_gpu("NVIDIA H200");
+    r.set_source("ncu");
+    v1::KernelStat* k = r.add_kernels();
+    k->set_name("k");
+    k->set_count(1);
+    k->set_total_ns(1000);
+    k->set_min_ns(1000);
+    k->set_max_ns(1000);
+    v1::ImportRunResponse out;
+    return people_->ImportRun(Ctx(t).get(), r, &out);
+  };
   calls["GetStudy"] = [&](const std::string& t) {
     v1::GetStudyRequest r;
     r.set_study_id(study_id);
@@ -365,7 +379,7 @@ TEST_F(AuthWireTest, EveryRpcWithEveryRole) {
   // What each role may call: people's reads; submit/admin also write; agents only AgentService.
   const std::set<std::string> reads = {"GetStudy", "ListStudies", "WatchStudy", "ListRuns",    "GetRun",
                                        "Compare",  "ListAgents",  "ListKernels", "DiffRuns", "GetTimeline"};
-  const std::set<std::string> writes = {"SubmitStudy", "CancelStudy"};
+  const std::set<std::string> writes = {"SubmitStudy", "CancelStudy", "ImportRun"};
   const std::set<std::string> agent_calls = {"Register", "Heartbeat", "AcquireJob", "UploadResults", "FinishRun"};
   int allowed = 0, refused = 0;
   for (const char* role : {"read", "submit", "admin", "agent"}) {
@@ -395,9 +409,9 @@ TEST_F(AuthWireTest, EveryRpcWithEveryRole) {
       }
     }
   }
-  // Over the 17 RPCs with typed calls: read 10, submit 12, admin 12, agent 5.
-  EXPECT_EQ(allowed, 10 + 12 + 12 + 5);
-  EXPECT_EQ(refused, 4 * 17 - allowed);
+  // Over the 18 RPCs with typed calls: read 10, submit 13, admin 13, agent 5.
+  EXPECT_EQ(allowed, 10 + 13 + 13 + 5);
+  EXPECT_EQ(refused, 4 * 18 - allowed);
 
   // Without a token, or with a made-up one: UNAUTHENTICATED for every RPC.
   for (const auto& [method, call] : calls) {
