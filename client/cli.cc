@@ -30,7 +30,10 @@ constexpr int kMaxReasonChars = 1000;
 constexpr int kMaxStudiesLimit = 1000;
 constexpr int kMaxRunsLimit = 10000;
 constexpr int kMaxTopCategories = 12;
-constexpr char kCommandList[] = "submit|watch|studies|runs|run|agents|cancel|compare|kernels";
+constexpr char kCommandList[] = "submit|watch|studies|runs|run|agents|cancel|compare|kernels|diff|export";
+constexpr int kMaxTopRows = 10000;
+constexpr int kMaxTopKernels = 50;
+constexpr int kMaxRunFilter = 1000;
 
 absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
@@ -393,20 +396,48 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   // compare
   std::string cmp_study, cmp_baseline, cmp_phase, cmp_top, cmp_format = "table";
   CLI::App* compare = app.add_subcommand("compare", "step time and kernel mix per GPU x preset, speedup vs a baseline preset");
-  compare->add_option("STUDY", cmp_study, "study id")->required();
+  std::string cmp_runs, cmp_baseline_gpu, cmp_top_kernels;
+  compare->add_option("STUDY", cmp_study, "study id (or --runs, or both)");
+  compare->add_option("--runs", cmp_runs, "compare exactly these succeeded runs (comma-separated, at most 1000)")
+      ->type_name("RUN,RUN..");
+  compare->add_option("--baseline-gpu", cmp_baseline_gpu,
+                      "cross-GPU speedup at each preset vs this GPU (full name or a unique part, e.g. a100)")
+      ->type_name("GPU");
+  compare->add_option("--top-kernels", cmp_top_kernels, "kernels listed per cell by priority (1..50, default 5)")
+      ->type_name("N");
   compare->add_option("--baseline", cmp_baseline, "baseline preset (default baseline)")->type_name("PRESET");
   compare->add_option("--phase", cmp_phase, "train|forward|sample (default: every phase present)")->type_name("PHASE");
   compare->add_option("--top-categories", cmp_top, "kernel categories listed per cell (1..12, default 3)")->type_name("N");
   AddFormat(compare, &cmp_format, "table|json|csv");
 
-  // kernels classify
+  // kernels RUN | kernels classify
   std::vector<std::string> classify_names;
-  CLI::App* kernels = app.add_subcommand("kernels", "kernel taxonomy tools (offline)");
-  kernels->require_subcommand(1);
+  std::string kernels_run, kernels_top, kernels_format = "table";
+  CLI::App* kernels = app.add_subcommand(
+      "kernels", "a run's kernels by total GPU time (kernels RUN), or the offline taxonomy tool (kernels classify)");
+  kernels->require_subcommand(0, 1);
+  kernels->add_option("RUN", kernels_run, "run id");
+  kernels->add_option("--top", kernels_top, "only the N largest (1..10000; default all)")->type_name("N");
+  AddFormat(kernels, &kernels_format, "table|json|csv");
   CLI::App* classify = kernels->add_subcommand(
       "classify", "print category<TAB>line for each kernel name (arguments, else one per stdin line; "
                   "a line may be NAME<TAB>OP to use the LibTorch op rule)");
   classify->add_option("NAME", classify_names, "kernel names (default: read stdin)");
+
+  // diff
+  std::string diff_a, diff_b, diff_top, diff_format = "table";
+  CLI::App* diff = app.add_subcommand("diff", "kernel time of two runs side by side, aligned by op and category");
+  diff->add_option("RUN_A", diff_a, "run id (A)")->required();
+  diff->add_option("RUN_B", diff_b, "run id (B)")->required();
+  diff->add_option("--top", diff_top, "only the N rows that changed most (1..10000; default all)")->type_name("N");
+  AddFormat(diff, &diff_format, "table|json|csv");
+
+  // export
+  std::string export_run, export_format = "json", export_output;
+  CLI::App* export_app = app.add_subcommand("export", "a run's raw data: chrome-trace (Perfetto), csv or json");
+  export_app->add_option("RUN", export_run, "run id")->required();
+  export_app->add_option("--format", export_format, "chrome-trace|csv|json (default json)")->type_name("FORMAT");
+  export_app->add_option("-o,--output", export_output, "file to write (default stdout)")->type_name("FILE");
 
   std::vector<const char*> cargv;
   cargv.reserve(argv.size());
@@ -426,7 +457,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
     if (e.get_name() == "RequiredError" && absl::StrContains(what, "subcommand")) {
-      return Usage(absl::StrCat("missing command under 'kernels' (allowed: classify)"));
+      return Usage(absl::StrCat("missing command under 'kernels' (allowed: RUN, classify)"));
     }
     return Usage(what);
   }
@@ -503,6 +534,27 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     CompareCommand cmd;
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(cmp_format, kAllFormats, "compare"));
     cmd.request.set_study_id(cmp_study);
+    if (compare->get_option("--runs")->count() > 0) {
+      for (absl::string_view id : absl::StrSplit(cmp_runs, ',')) {
+        const std::string run(absl::StripAsciiWhitespace(id));
+        if (run.empty()) return Usage("--runs: an empty run id (expected RUN,RUN..)");
+        cmd.request.add_run_ids(run);
+      }
+      if (cmd.request.run_ids_size() > kMaxRunFilter) {
+        return Usage(absl::StrCat("--runs: ", cmd.request.run_ids_size(), " runs (allowed at most ", kMaxRunFilter, ")"));
+      }
+    }
+    if (cmp_study.empty() && cmd.request.run_ids_size() == 0) {
+      return Usage("compare: give a STUDY, --runs RUN,RUN.., or both");
+    }
+    if (compare->get_option("--baseline-gpu")->count() > 0) {
+      if (cmp_baseline_gpu.empty()) return Usage("--baseline-gpu: must not be empty");
+      cmd.request.set_baseline_gpu(cmp_baseline_gpu);
+    }
+    if (compare->get_option("--top-kernels")->count() > 0) {
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top-kernels", cmp_top_kernels, 1, kMaxTopKernels));
+      cmd.request.set_top_kernels(static_cast<int32_t>(v));
+    }
     if (compare->get_option("--baseline")->count() > 0) {
       if (!config::PresetFor(cmp_baseline).ok()) {
         return Usage(absl::StrCat("--baseline: unknown preset '", cmp_baseline, "' (allowed: ", config::PresetList(), ")"));
@@ -521,12 +573,48 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     out.body = std::move(cmd);
   } else if (classify->parsed()) {
     out.body = ClassifyCommand{classify_names};
+  } else if (kernels->parsed()) {
+    if (kernels_run.empty()) return Usage("kernels: give a RUN id (medprof kernels RUN) or a command (allowed: classify)");
+    KernelsCommand cmd;
+    cmd.request.set_run_id(kernels_run);
+    MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(kernels_format, kAllFormats, "kernels"));
+    if (kernels->get_option("--top")->count() > 0) {
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", kernels_top, 1, kMaxTopRows));
+      cmd.request.set_top(static_cast<int32_t>(v));
+    }
+    out.body = std::move(cmd);
+  } else if (diff->parsed()) {
+    if (diff_a.empty() || diff_b.empty()) return Usage("diff: RUN_A and RUN_B must not be empty");
+    DiffCommand cmd;
+    cmd.request.set_run_a(diff_a);
+    cmd.request.set_run_b(diff_b);
+    MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(diff_format, kAllFormats, "diff"));
+    if (diff->get_option("--top")->count() > 0) {
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", diff_top, 1, kMaxTopRows));
+      cmd.request.set_top(static_cast<int32_t>(v));
+    }
+    out.body = std::move(cmd);
+  } else if (export_app->parsed()) {
+    if (export_run.empty()) return Usage("export: RUN must not be empty");
+    ExportCommand cmd;
+    cmd.run_id = export_run;
+    cmd.output = export_output;
+    if (export_format == "chrome-trace") {
+      cmd.export_format = ExportFormat::kChromeTrace;
+    } else if (export_format == "csv") {
+      cmd.export_format = ExportFormat::kCsv;
+    } else if (export_format == "json") {
+      cmd.export_format = ExportFormat::kJson;
+    } else {
+      return Usage(absl::StrCat("--format: '", export_format,
+                                "' is not a format of 'export' (allowed: chrome-trace|csv|json)"));
+    }
+    out.body = std::move(cmd);
   }
   // Positional ids must not be empty strings.
   if (auto* w = std::get_if<WatchCommand>(&out.body); w && w->study_id.empty()) return Usage("watch: STUDY must not be empty");
   if (auto* r = std::get_if<RunCommand>(&out.body); r && r->run_id.empty()) return Usage("run: RUN_ID must not be empty");
   if (auto* c = std::get_if<CancelCommand>(&out.body); c && c->request.study_id().empty()) return Usage("cancel: STUDY must not be empty");
-  if (auto* c = std::get_if<CompareCommand>(&out.body); c && c->request.study_id().empty()) return Usage("compare: STUDY must not be empty");
   return out;
 }
 

@@ -94,10 +94,31 @@ struct CancelCommand {
   v1::CancelStudyRequest request;
 };
 
-// `medprof compare STUDY [--baseline P] [--phase P] [--top-categories N]`.
+// `medprof compare [STUDY] [--runs R,R..] [--baseline P] [--baseline-gpu G] [--phase P]
+// [--top-categories N] [--top-kernels N]`: STUDY or --runs (or both) required.
 struct CompareCommand {
   v1::CompareRequest request;
   OutputFormat format = OutputFormat::kTable;
+};
+
+// `medprof kernels RUN [--top N]`: the run's kernels by total GPU time, largest first.
+struct KernelsCommand {
+  v1::ListKernelsRequest request;
+  OutputFormat format = OutputFormat::kTable;
+};
+
+// `medprof diff RUN_A RUN_B [--top N]`: kernel time aligned by op and category.
+struct DiffCommand {
+  v1::DiffRunsRequest request;
+  OutputFormat format = OutputFormat::kTable;
+};
+
+// `medprof export RUN --format chrome-trace|csv|json [-o FILE]`.
+enum class ExportFormat { kChromeTrace, kCsv, kJson };
+struct ExportCommand {
+  std::string run_id;
+  ExportFormat export_format = ExportFormat::kJson;  // not `format`: that name is the OutputFormat of the others
+  std::string output;  // "" or "-" = stdout
 };
 
 // `medprof kernels classify [NAME...]`: names from the arguments, else stdin. Offline.
@@ -112,7 +133,8 @@ struct PrintCommand {
 
 using CommandBody = std::variant<SubmitCommand, WatchCommand, StudiesCommand, RunsCommand,
                                  RunCommand, AgentsCommand, CancelCommand, CompareCommand,
-                                 ClassifyCommand, PrintCommand>;
+                                 ClassifyCommand, PrintCommand, KernelsCommand, DiffCommand,
+                                 ExportCommand>;
 
 struct Command {
   ConnectionOptions connection;

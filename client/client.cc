@@ -208,6 +208,32 @@ absl::StatusOr<v1::CompareResponse> MedprofClient::Compare(const v1::CompareRequ
   return response;
 }
 
+absl::StatusOr<v1::ListKernelsResponse> MedprofClient::ListKernels(const v1::ListKernelsRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::ListKernelsResponse response;
+  if (absl::Status s = Map(stub_->ListKernels(&ctx, request, &response), "ListKernels"); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::DiffRunsResponse> MedprofClient::DiffRuns(const v1::DiffRunsRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::DiffRunsResponse response;
+  if (absl::Status s = Map(stub_->DiffRuns(&ctx, request, &response), "DiffRuns"); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::GetTimelineResponse> MedprofClient::GetTimeline(const std::string& run_id) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::GetTimelineRequest request;
+  request.set_run_id(run_id);
+  v1::GetTimelineResponse response;
+  if (absl::Status s = Map(stub_->GetTimeline(&ctx, request, &response), "GetTimeline"); !s.ok()) return s;
+  return response;
+}
+
 absl::StatusOr<v1::ListAgentsResponse> MedprofClient::ListAgents() {
   grpc::ClientContext ctx;
   Prepare(&ctx, true);

@@ -55,6 +55,9 @@ class MedprofClient {
   absl::StatusOr<v1::ListRunsResponse> ListRuns(const v1::ListRunsRequest& request);
   absl::StatusOr<v1::Run> GetRun(const std::string& run_id);
   absl::StatusOr<v1::CompareResponse> Compare(const v1::CompareRequest& request);
+  absl::StatusOr<v1::ListKernelsResponse> ListKernels(const v1::ListKernelsRequest& request);
+  absl::StatusOr<v1::DiffRunsResponse> DiffRuns(const v1::DiffRunsRequest& request);
+  absl::StatusOr<v1::GetTimelineResponse> GetTimeline(const std::string& run_id);
   absl::StatusOr<v1::ListAgentsResponse> ListAgents();
 
   // Streams the study's events in order to `on_event` (called on this thread). Returns OK

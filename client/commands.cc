@@ -1,6 +1,10 @@
 #include "client/commands.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -9,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "client/format.h"
 #include "client/progress.h"
+#include "client/query_format.h"
 #include "common/kernel_taxonomy.h"
 
 namespace medprof::client {
@@ -92,6 +97,44 @@ int DoSubmit(const SubmitCommand& cmd, MedprofClient& client, const CliIo& io, c
   return WatchToEnd(client, r->study_id(), cmd.format, {r->warnings().begin(), r->warnings().end()}, io, policy);
 }
 
+// `export RUN`: the run's timeline as a Chrome trace, or its tables as CSV / JSON, to stdout or
+// a file (written whole, then renamed into place).
+int DoExport(const ExportCommand& c, MedprofClient& client, const CliIo& io) {
+  std::string text;
+  if (c.export_format == ExportFormat::kChromeTrace) {
+    absl::StatusOr<v1::GetTimelineResponse> t = client.GetTimeline(c.run_id);
+    if (!t.ok()) return ServerError(io, t.status());
+    text = FormatChromeTrace(*t);
+  } else {
+    absl::StatusOr<v1::Run> run = client.GetRun(c.run_id);
+    if (!run.ok()) return ServerError(io, run.status());
+    text = FormatRunExport(*run, c.export_format == ExportFormat::kCsv ? OutputFormat::kCsv : OutputFormat::kJson);
+  }
+  if (c.output.empty() || c.output == "-") {
+    *io.out << text;
+    return kExitOk;
+  }
+  const std::string tmp = c.output + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) {
+      *io.err << "medprof: --output: cannot write '" << tmp << "': " << std::strerror(errno) << "\n";
+      std::remove(tmp.c_str());
+      return kExitUsage;
+    }
+  }
+  if (std::rename(tmp.c_str(), c.output.c_str()) != 0) {
+    *io.err << "medprof: --output: cannot rename '" << tmp << "' to '" << c.output << "': " << std::strerror(errno)
+            << "\n";
+    std::remove(tmp.c_str());
+    return kExitUsage;
+  }
+  *io.err << "medprof: wrote " << c.output << " (" << text.size() << " bytes)\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 void ClassifyLines(std::istream& in, std::ostream& out) {
@@ -169,6 +212,19 @@ int Execute(const Command& command, MedprofClient* client, const CliIo& io, cons
             *io.out << FormatCompare(*r, c.format);
             return kExitOk;
           },
+          [&](const KernelsCommand& c) {
+            auto r = client->ListKernels(c.request);
+            if (!r.ok()) return ServerError(io, r.status());
+            *io.out << FormatKernels(*r, c.format);
+            return kExitOk;
+          },
+          [&](const DiffCommand& c) {
+            auto r = client->DiffRuns(c.request);
+            if (!r.ok()) return ServerError(io, r.status());
+            *io.out << FormatDiff(*r, c.format);
+            return kExitOk;
+          },
+          [&](const ExportCommand& c) { return DoExport(c, *client, io); },
       },
       command.body);
 }

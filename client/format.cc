@@ -41,11 +41,6 @@ std::string Age(int64_t then_ms, int64_t now_ms) {
   return absl::StrCat(s / 86400, "d ago");
 }
 
-// The server fills the default; an empty field still means "baseline" (CompareRequest).
-std::string BaselineOf(const v1::CompareResponse& r) {
-  return r.baseline_preset().empty() ? "baseline" : r.baseline_preset();
-}
-
 std::string OnOff(bool v) { return v ? "on" : "off"; }
 
 // Jobs share one schema in every JSON and CSV output.
@@ -108,18 +103,6 @@ std::string Indent(const std::string& block, const std::string& indent) {
     start = end + 1;
   }
   return out;
-}
-
-std::string CategoriesText(const v1::CompareCell& c) {
-  std::vector<std::string> parts;
-  for (const auto& cat : c.categories()) parts.push_back(absl::StrCat(cat.category(), " ", Percent(cat.share())));
-  return absl::StrJoin(parts, ", ");
-}
-
-std::string CategoriesCsv(const v1::CompareCell& c) {
-  std::vector<std::string> parts;
-  for (const auto& cat : c.categories()) parts.push_back(absl::StrCat(cat.category(), ":", Num(cat.share())));
-  return absl::StrJoin(parts, ";");
 }
 
 std::string DevicesText(const v1::Agent& a) {
@@ -541,70 +524,6 @@ std::string FormatAgents(const v1::ListAgentsResponse& r, OutputFormat format, i
               DevicesText(a), labels.empty() ? "-" : labels, a.version(), Age(a.last_seen_unix_ms(), now_unix_ms)});
   }
   return t.Render();
-}
-
-std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
-  switch (format) {
-    case OutputFormat::kJson: {
-      Json o;
-      o["study_id"] = r.study_id();
-      o["baseline"] = BaselineOf(r);
-      o["cells"] = Json::array();
-      for (const auto& c : r.cells()) {
-        Json e;
-        e["gpu"] = c.gpu();
-        e["preset"] = c.preset();
-        e["phase"] = config::PhaseName(c.phase());
-        e["n"] = c.n();
-        e["steps"] = c.steps();
-        e["step_ms_median"] = c.step_ms_median();
-        e["step_ms_p10"] = c.step_ms_p10();
-        e["step_ms_p90"] = c.step_ms_p90();
-        e["speedup_vs_baseline"] = c.has_baseline() ? Json(c.speedup_vs_baseline()) : Json(nullptr);
-        e["time_source"] = c.time_source();
-        e["categories"] = Json::array();
-        for (const auto& cat : c.categories()) {
-          Json cj;
-          cj["category"] = cat.category();
-          cj["share"] = cat.share();
-          e["categories"].push_back(std::move(cj));
-        }
-        e["notes"] = StringArray({c.notes().begin(), c.notes().end()});
-        o["cells"].push_back(std::move(e));
-      }
-      return o.dump(2) + "\n";
-    }
-    case OutputFormat::kCsv: {
-      std::string out = CsvLine({"gpu", "preset", "phase", "n", "steps", "step_ms_median", "step_ms_p10", "step_ms_p90",
-                                 "speedup_vs_baseline", "time_source", "categories", "notes"});
-      for (const auto& c : r.cells()) {
-        out += CsvLine({c.gpu(), c.preset(), config::PhaseName(c.phase()), absl::StrCat(c.n()), absl::StrCat(c.steps()),
-                        Num(c.step_ms_median()), Num(c.step_ms_p10()), Num(c.step_ms_p90()),
-                        c.has_baseline() ? Num(c.speedup_vs_baseline()) : "", c.time_source(), CategoriesCsv(c),
-                        absl::StrJoin(c.notes(), "; ")});
-      }
-      return out;
-    }
-    case OutputFormat::kTable:
-      break;
-  }
-  TextTable t({"GPU", "PRESET", "PHASE", "N", "STEPS", "STEP MS (P10-P90)", "SPEEDUP", "SOURCE", "TOP CATEGORIES"},
-              {Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight,
-               Align::kLeft, Align::kLeft});
-  std::string notes;
-  for (const auto& c : r.cells()) {
-    t.AddRow({c.gpu(), c.preset(), config::PhaseName(c.phase()), absl::StrCat(c.n()), absl::StrCat(c.steps()),
-              absl::StrCat(Fixed(c.step_ms_median(), 2), " (", Fixed(c.step_ms_p10(), 2), "-", Fixed(c.step_ms_p90(), 2), ")"),
-              c.has_baseline() ? absl::StrCat(Fixed(c.speedup_vs_baseline(), 2), "x") : "-", c.time_source(),
-              c.categories_size() > 0 ? CategoriesText(c) : "-"});
-    for (const auto& n : c.notes()) {
-      absl::StrAppend(&notes, "  ", c.gpu(), " / ", c.preset(), " / ", config::PhaseName(c.phase()), ": ", n, "\n");
-    }
-  }
-  std::string out = absl::StrCat("study ", r.study_id(), ", speedup vs ", BaselineOf(r), " on the same GPU and phase\n");
-  out += t.Render();
-  if (!notes.empty()) out += "notes:\n" + notes;
-  return out;
 }
 
 }  // namespace medprof::client

@@ -43,6 +43,7 @@ std::string FormatRuns(const v1::ListRunsResponse& response, OutputFormat format
 std::string FormatRun(const v1::Run& run, OutputFormat format);
 std::string FormatAgents(const v1::ListAgentsResponse& response, OutputFormat format,
                          int64_t now_unix_ms);
+// `compare`: defined in query_format.cc (schemas in docs/queries.md).
 std::string FormatCompare(const v1::CompareResponse& response, OutputFormat format);
 
 }  // namespace medprof::client

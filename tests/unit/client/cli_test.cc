@@ -259,11 +259,14 @@ TEST(CliGlobal, VersionAndHelpPrintWithoutAServer) {
 }
 
 TEST(CliGlobal, MissingOrUnknownCommand) {
-  EXPECT_THAT(UsageError({}), StatusIs(absl::StatusCode::kInvalidArgument,
-                                       "missing command (allowed: submit|watch|studies|runs|run|agents|cancel|compare|kernels)"));
+  EXPECT_THAT(UsageError({}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("missing command (allowed: submit|watch|studies|runs|run|agents|cancel|compare|"),
+                             HasSubstr("|kernels|diff|export"))));
   EXPECT_THAT(UsageError({"explode"}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("explode")));
   EXPECT_THAT(UsageError({"kernels"}),
-              StatusIs(absl::StatusCode::kInvalidArgument, "missing command under 'kernels' (allowed: classify)"));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "kernels: give a RUN id (medprof kernels RUN) or a command (allowed: classify)"));
 }
 
 // ------------------------------------------------------------------ --format

@@ -59,25 +59,35 @@ v1::CompareResponse SampleCompare() {
   return r;
 }
 
+// The first version's keys keep their order; the query keys (docs/queries.md) follow their
+// neighbours. Cells without metrics carry no number for them (metrics/stalls "collected": false).
 TEST(FormatCompare, JsonSchemaExact) {
   ExpectJson(FormatCompare(SampleCompare(), OutputFormat::kJson), R"({
     "study_id": "st-1",
     "baseline": "baseline",
+    "baseline_gpu": null,
+    "runs_compared": 0,
     "cells": [
       {"gpu": "NVIDIA H200", "preset": "baseline", "phase": "train", "n": 2, "steps": 4,
        "step_ms_median": 100.0, "step_ms_p10": 95.5, "step_ms_p90": 110.25, "speedup_vs_baseline": 1.0,
-       "time_source": "kernels",
+       "speedup_vs_baseline_gpu": null, "time_source": "kernels",
        "categories": [{"category": "conv", "share": 0.61}, {"category": "norm", "share": 0.2}],
+       "metrics": {"collected": false, "note": ""}, "stalls": {"collected": false, "note": ""},
+       "top_kernels": [], "findings_note": null,
        "notes": []},
       {"gpu": "NVIDIA H200", "preset": "opt1", "phase": "train", "n": 2, "steps": 4,
        "step_ms_median": 40.0, "step_ms_p10": 38.0, "step_ms_p90": 45.0, "speedup_vs_baseline": 2.5,
-       "time_source": "kernels",
+       "speedup_vs_baseline_gpu": null, "time_source": "kernels",
        "categories": [{"category": "conv", "share": 0.4}, {"category": "elementwise", "share": 0.3}],
+       "metrics": {"collected": false, "note": ""}, "stalls": {"collected": false, "note": ""},
+       "top_kernels": [], "findings_note": null,
        "notes": ["metrics not collected: no counter permission"]},
       {"gpu": "cpu", "preset": "opt1", "phase": "forward", "n": 1, "steps": 2,
        "step_ms_median": 12.3, "step_ms_p10": 12.0, "step_ms_p90": 12.6, "speedup_vs_baseline": null,
-       "time_source": "ops",
+       "speedup_vs_baseline_gpu": null, "time_source": "ops",
        "categories": [{"category": "conv", "share": 0.7}],
+       "metrics": {"collected": false, "note": ""}, "stalls": {"collected": false, "note": ""},
+       "top_kernels": [], "findings_note": null,
        "notes": ["no baseline cell for \"cpu\", forward"]}
     ]})");
 }
@@ -86,17 +96,23 @@ TEST(FormatCompare, EmptyBaselineFieldMeansBaseline) {
   v1::CompareResponse r;
   r.set_study_id("st-2");
   EXPECT_EQ(FormatCompare(r, OutputFormat::kJson),
-            "{\n  \"study_id\": \"st-2\",\n  \"baseline\": \"baseline\",\n  \"cells\": []\n}\n");
+            "{\n  \"study_id\": \"st-2\",\n  \"baseline\": \"baseline\",\n  \"baseline_gpu\": null,\n"
+            "  \"runs_compared\": 0,\n  \"cells\": []\n}\n");
 }
 
 TEST(FormatCompare, CsvOneRowPerCellWithQuoting) {
+  // The first twelve columns as before; the query columns (empty here: nothing measured) follow.
+  const std::string empty(15, ',');
   EXPECT_EQ(FormatCompare(SampleCompare(), OutputFormat::kCsv),
             "gpu,preset,phase,n,steps,step_ms_median,step_ms_p10,step_ms_p90,speedup_vs_baseline,time_source,"
-            "categories,notes\n"
-            "NVIDIA H200,baseline,train,2,4,100.0,95.5,110.25,1.0,kernels,conv:0.61;norm:0.2,\n"
+            "categories,notes,speedup_vs_baseline_gpu,sm_cycles,warp_instructions,sm_cycles_ratio,"
+            "warp_instructions_ratio,tensor_pipe_pct,fma_pipe_pct,achieved_occupancy_pct,l1_hit_pct,l2_hit_pct,"
+            "dram_throughput_pct,metrics_note,stalls,stalls_note,top_kernels\n"
+            "NVIDIA H200,baseline,train,2,4,100.0,95.5,110.25,1.0,kernels,conv:0.61;norm:0.2," + empty + "\n" +
             "NVIDIA H200,opt1,train,2,4,40.0,38.0,45.0,2.5,kernels,conv:0.4;elementwise:0.3,"
-            "metrics not collected: no counter permission\n"
-            "cpu,opt1,forward,1,2,12.3,12.0,12.6,,ops,conv:0.7,\"no baseline cell for \"\"cpu\"\", forward\"\n");
+            "metrics not collected: no counter permission" + empty + "\n" +
+            "cpu,opt1,forward,1,2,12.3,12.0,12.6,,ops,conv:0.7,\"no baseline cell for \"\"cpu\"\", forward\"" + empty +
+            "\n");
 }
 
 TEST(FormatCompare, TableAligned) {

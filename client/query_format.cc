@@ -1,0 +1,481 @@
+#include "client/query_format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/format.h"
+#include "client/text_table.h"
+#include "common/workload_config.h"
+
+namespace medprof::client {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string Num(double v) { return Json(v).dump(); }
+std::string Fixed(double v, int digits) { return absl::StrFormat("%.*f", digits, v); }
+std::string Percent(double share) { return absl::StrFormat("%.0f%%", share * 100.0); }
+std::string Ms(int64_t ns) { return absl::StrFormat("%.3f", static_cast<double>(ns) / 1e6); }
+
+// The server fills the default; an empty field still means "baseline" (CompareRequest).
+std::string BaselineOf(const v1::CompareResponse& r) {
+  return r.baseline_preset().empty() ? "baseline" : r.baseline_preset();
+}
+
+std::string CellLabel(const v1::CompareCell& c) {
+  return absl::StrCat(c.gpu(), " / ", c.preset(), " / ", config::PhaseName(c.phase()));
+}
+
+std::string CategoriesText(const v1::CompareCell& c) {
+  std::vector<std::string> parts;
+  for (const auto& cat : c.categories()) parts.push_back(absl::StrCat(cat.category(), " ", Percent(cat.share())));
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string CategoriesCsv(const v1::CompareCell& c) {
+  std::vector<std::string> parts;
+  for (const auto& cat : c.categories()) parts.push_back(absl::StrCat(cat.category(), ":", Num(cat.share())));
+  return absl::StrJoin(parts, ";");
+}
+
+std::string StallsText(const v1::CellStalls& s, size_t top) {
+  std::vector<std::string> parts;
+  for (int i = 0; i < s.shares_size() && static_cast<size_t>(i) < top; ++i) {
+    parts.push_back(absl::StrCat(s.shares(i).name(), " ", Percent(s.shares(i).share())));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+struct MetricField {
+  const char* name;
+  bool (v1::CellMetrics::*has)() const;
+  double (v1::CellMetrics::*get)() const;
+};
+
+const std::vector<MetricField>& MetricFields() {
+  static const std::vector<MetricField> f = {
+      {"sm_cycles", &v1::CellMetrics::has_sm_cycles, &v1::CellMetrics::sm_cycles},
+      {"warp_instructions", &v1::CellMetrics::has_warp_instructions, &v1::CellMetrics::warp_instructions},
+      {"sm_cycles_ratio", &v1::CellMetrics::has_sm_cycles_ratio, &v1::CellMetrics::sm_cycles_ratio},
+      {"warp_instructions_ratio", &v1::CellMetrics::has_warp_instructions_ratio,
+       &v1::CellMetrics::warp_instructions_ratio},
+      {"tensor_pipe_pct", &v1::CellMetrics::has_tensor_pipe_pct, &v1::CellMetrics::tensor_pipe_pct},
+      {"fma_pipe_pct", &v1::CellMetrics::has_fma_pipe_pct, &v1::CellMetrics::fma_pipe_pct},
+      {"achieved_occupancy_pct", &v1::CellMetrics::has_achieved_occupancy_pct,
+       &v1::CellMetrics::achieved_occupancy_pct},
+      {"l1_hit_pct", &v1::CellMetrics::has_l1_hit_pct, &v1::CellMetrics::l1_hit_pct},
+      {"l2_hit_pct", &v1::CellMetrics::has_l2_hit_pct, &v1::CellMetrics::l2_hit_pct},
+      {"dram_throughput_pct", &v1::CellMetrics::has_dram_throughput_pct, &v1::CellMetrics::dram_throughput_pct},
+  };
+  return f;
+}
+
+std::optional<double> MetricValue(const v1::CellMetrics& m, const char* name) {
+  for (const MetricField& f : MetricFields()) {
+    if (std::string_view(f.name) == name) {
+      if (!(m.*f.has)()) return std::nullopt;
+      return (m.*f.get)();
+    }
+  }
+  return std::nullopt;
+}
+
+Json MetricsJson(const v1::CellMetrics& m) {
+  Json o;
+  o["collected"] = m.collected();
+  if (!m.collected()) {
+    o["note"] = m.not_collected();
+    return o;
+  }
+  o["source"] = m.source();
+  o["runs_with_metrics"] = m.runs_with_metrics();
+  for (const MetricField& f : MetricFields()) {
+    o[f.name] = (m.*f.has)() ? Json((m.*f.get)()) : Json(nullptr);
+  }
+  return o;
+}
+
+Json StallsJson(const v1::CellStalls& s) {
+  Json o;
+  o["collected"] = s.collected();
+  if (!s.collected()) {
+    o["note"] = s.not_collected();
+    return o;
+  }
+  o["source"] = s.source();
+  o["shares"] = Json::array();
+  for (const auto& sh : s.shares()) {
+    Json e;
+    e["reason"] = sh.name();
+    e["share"] = sh.share();
+    o["shares"].push_back(std::move(e));
+  }
+  return o;
+}
+
+Json TopKernelsJson(const v1::CompareCell& c) {
+  Json a = Json::array();
+  for (const auto& k : c.top_kernels()) {
+    Json e;
+    e["name"] = k.name();
+    e["op"] = k.op();
+    e["category"] = k.category();
+    e["total_ns"] = k.total_ns();
+    e["share"] = k.share();
+    e["priority"] = k.priority();
+    e["speedup"] = k.speedup();
+    e["findings"] = Json::array();
+    for (const auto& f : k.findings()) {
+      Json fj;
+      fj["rule"] = f.rule();
+      fj["finding"] = f.finding();
+      fj["speedup"] = f.speedup();
+      e["findings"].push_back(std::move(fj));
+    }
+    a.push_back(std::move(e));
+  }
+  return a;
+}
+
+// "1.23x" or "-" when absent.
+std::string Ratio(const std::optional<double>& v) { return v ? absl::StrCat(Fixed(*v, 2), "x") : "-"; }
+std::string Pct(const std::optional<double>& v) { return v ? Fixed(*v, 1) : "-"; }
+
+}  // namespace
+
+std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kJson: {
+      Json o;
+      o["study_id"] = r.study_id();
+      o["baseline"] = BaselineOf(r);
+      o["baseline_gpu"] = r.baseline_gpu().empty() ? Json(nullptr) : Json(r.baseline_gpu());
+      o["runs_compared"] = r.runs_compared();
+      o["cells"] = Json::array();
+      for (const auto& c : r.cells()) {
+        Json e;
+        e["gpu"] = c.gpu();
+        e["preset"] = c.preset();
+        e["phase"] = config::PhaseName(c.phase());
+        e["n"] = c.n();
+        e["steps"] = c.steps();
+        e["step_ms_median"] = c.step_ms_median();
+        e["step_ms_p10"] = c.step_ms_p10();
+        e["step_ms_p90"] = c.step_ms_p90();
+        e["speedup_vs_baseline"] = c.has_baseline() ? Json(c.speedup_vs_baseline()) : Json(nullptr);
+        e["speedup_vs_baseline_gpu"] = c.has_gpu_baseline() ? Json(c.speedup_vs_baseline_gpu()) : Json(nullptr);
+        e["time_source"] = c.time_source();
+        e["categories"] = Json::array();
+        for (const auto& cat : c.categories()) {
+          Json cj;
+          cj["category"] = cat.category();
+          cj["share"] = cat.share();
+          e["categories"].push_back(std::move(cj));
+        }
+        e["metrics"] = MetricsJson(c.metrics());
+        e["stalls"] = StallsJson(c.stalls());
+        e["top_kernels"] = TopKernelsJson(c);
+        e["findings_note"] = c.findings_note().empty() ? Json(nullptr) : Json(c.findings_note());
+        Json notes = Json::array();
+        for (const auto& n : c.notes()) notes.push_back(n);
+        e["notes"] = std::move(notes);
+        o["cells"].push_back(std::move(e));
+      }
+      return o.dump(2) + "\n";
+    }
+    case OutputFormat::kCsv: {
+      std::vector<std::string> header = {"gpu", "preset", "phase", "n", "steps", "step_ms_median", "step_ms_p10",
+                                         "step_ms_p90", "speedup_vs_baseline", "time_source", "categories", "notes",
+                                         "speedup_vs_baseline_gpu"};
+      for (const MetricField& f : MetricFields()) header.push_back(f.name);
+      header.insert(header.end(), {"metrics_note", "stalls", "stalls_note", "top_kernels"});
+      std::string out = CsvLine(header);
+      for (const auto& c : r.cells()) {
+        std::vector<std::string> row = {c.gpu(), c.preset(), config::PhaseName(c.phase()), absl::StrCat(c.n()),
+                                        absl::StrCat(c.steps()), Num(c.step_ms_median()), Num(c.step_ms_p10()),
+                                        Num(c.step_ms_p90()), c.has_baseline() ? Num(c.speedup_vs_baseline()) : "",
+                                        c.time_source(), CategoriesCsv(c), absl::StrJoin(c.notes(), "; "),
+                                        c.has_gpu_baseline() ? Num(c.speedup_vs_baseline_gpu()) : ""};
+        for (const MetricField& f : MetricFields()) {
+          row.push_back((c.metrics().*f.has)() ? Num((c.metrics().*f.get)()) : "");
+        }
+        row.push_back(c.metrics().not_collected());
+        std::vector<std::string> stalls;
+        for (const auto& s : c.stalls().shares()) stalls.push_back(absl::StrCat(s.name(), ":", Num(s.share())));
+        row.push_back(absl::StrJoin(stalls, ";"));
+        row.push_back(c.stalls().not_collected());
+        std::vector<std::string> kernels;
+        for (const auto& k : c.top_kernels()) kernels.push_back(absl::StrCat(k.name(), ":", Num(k.priority())));
+        row.push_back(absl::StrJoin(kernels, ";"));
+        out += CsvLine(row);
+      }
+      return out;
+    }
+    case OutputFormat::kTable:
+      break;
+  }
+  const bool cross_gpu = !r.baseline_gpu().empty();
+  std::vector<std::string> headers = {"GPU", "PRESET", "PHASE", "N", "STEPS", "STEP MS (P10-P90)", "SPEEDUP"};
+  std::vector<Align> align = {Align::kLeft,  Align::kLeft,  Align::kLeft, Align::kRight,
+                              Align::kRight, Align::kRight, Align::kRight};
+  if (cross_gpu) {
+    headers.push_back(absl::StrCat("VS ", r.baseline_gpu()));
+    align.push_back(Align::kRight);
+  }
+  headers.insert(headers.end(), {"SOURCE", "TOP CATEGORIES"});
+  TextTable t(headers, align);
+  TextTable mt({"GPU", "PRESET", "PHASE", "SM CYCLES", "INSTR", "TENSOR %", "FMA %", "OCC %", "L1 HIT %", "L2 HIT %",
+                "DRAM %", "TOP STALLS"},
+               {Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight,
+                Align::kRight, Align::kRight, Align::kRight, Align::kRight, Align::kLeft});
+  bool any_metrics = false;
+  std::string notes, kernels;
+  for (const auto& c : r.cells()) {
+    std::vector<std::string> row = {
+        c.gpu(), c.preset(), config::PhaseName(c.phase()), absl::StrCat(c.n()), absl::StrCat(c.steps()),
+        absl::StrCat(Fixed(c.step_ms_median(), 2), " (", Fixed(c.step_ms_p10(), 2), "-", Fixed(c.step_ms_p90(), 2), ")"),
+        c.has_baseline() ? absl::StrCat(Fixed(c.speedup_vs_baseline(), 2), "x") : "-"};
+    if (cross_gpu) row.push_back(c.has_gpu_baseline() ? absl::StrCat(Fixed(c.speedup_vs_baseline_gpu(), 2), "x") : "-");
+    row.push_back(c.time_source());
+    row.push_back(c.categories_size() > 0 ? CategoriesText(c) : "-");
+    t.AddRow(std::move(row));
+
+    const v1::CellMetrics& m = c.metrics();
+    any_metrics = any_metrics || m.collected() || c.stalls().collected();
+    mt.AddRow({c.gpu(), c.preset(), config::PhaseName(c.phase()), Ratio(MetricValue(m, "sm_cycles_ratio")),
+               Ratio(MetricValue(m, "warp_instructions_ratio")), Pct(MetricValue(m, "tensor_pipe_pct")),
+               Pct(MetricValue(m, "fma_pipe_pct")), Pct(MetricValue(m, "achieved_occupancy_pct")),
+               Pct(MetricValue(m, "l1_hit_pct")), Pct(MetricValue(m, "l2_hit_pct")),
+               Pct(MetricValue(m, "dram_throughput_pct")),
+               c.stalls().collected() ? StallsText(c.stalls(), 3) : "-"});
+    for (const auto& n : c.notes()) absl::StrAppend(&notes, "  ", CellLabel(c), ": ", n, "\n");
+    if (c.top_kernels_size() > 0) {
+      absl::StrAppend(&kernels, "  ", CellLabel(c),
+                      c.findings_note().empty() ? "" : absl::StrCat(" (", c.findings_note(), ": by time)"), "\n");
+      for (const auto& k : c.top_kernels()) {
+        absl::StrAppend(&kernels, "    ", Percent(k.share()), "  ", k.category(), "  ", ClipToWidth(k.name(), 70));
+        if (k.priority() > 0) absl::StrAppend(&kernels, "  priority ", Fixed(k.priority(), 3));
+        absl::StrAppend(&kernels, "\n");
+        for (const auto& f : k.findings()) {
+          absl::StrAppend(&kernels, "        ", f.rule(), ": ", f.finding(), " (speedup ", Percent(f.speedup()), ")\n");
+        }
+      }
+    }
+  }
+  std::string out = absl::StrCat(r.study_id().empty() ? "selected runs" : absl::StrCat("study ", r.study_id()),
+                                 ", speedup vs ", BaselineOf(r), " on the same GPU and phase",
+                                 cross_gpu ? absl::StrCat("; vs ", r.baseline_gpu(), " at the same preset") : "",
+                                 "\n");
+  out += t.Render();
+  if (any_metrics) {
+    out += "\nmetrics (SM cycles and instructions as ratios to " + BaselineOf(r) + "):\n" + mt.Render();
+  }
+  if (!kernels.empty()) out += "\ntop kernels:\n" + kernels;
+  if (!notes.empty()) out += "notes:\n" + notes;
+  return out;
+}
+
+std::string FormatKernels(const v1::ListKernelsResponse& r, OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kJson: {
+      Json o;
+      o["run_id"] = r.run_id();
+      o["time_source"] = r.time_source();
+      o["total_ns"] = r.total_ns();
+      o["total_rows"] = r.total_rows();
+      o["kernels"] = Json::array();
+      for (const auto& k : r.kernels()) {
+        Json e;
+        e["name"] = k.name();
+        e["category"] = k.category();
+        e["op"] = k.op();
+        e["phase"] = k.phase();
+        e["count"] = k.count();
+        e["total_ns"] = k.total_ns();
+        e["share"] = k.share();
+        o["kernels"].push_back(std::move(e));
+      }
+      return o.dump(2) + "\n";
+    }
+    case OutputFormat::kCsv: {
+      std::string out = CsvLine({"name", "category", "op", "phase", "count", "total_ns", "share"});
+      for (const auto& k : r.kernels()) {
+        out += CsvLine({k.name(), k.category(), k.op(), k.phase(), absl::StrCat(k.count()), absl::StrCat(k.total_ns()),
+                        Num(k.share())});
+      }
+      return out;
+    }
+    case OutputFormat::kTable:
+      break;
+  }
+  TextTable t({"SHARE", "TOTAL MS", "COUNT", "CATEGORY", "PHASE", "OP", r.time_source() == "ops" ? "OP (CPU)" : "KERNEL"},
+              {Align::kRight, Align::kRight, Align::kRight, Align::kLeft, Align::kLeft, Align::kLeft, Align::kLeft});
+  for (const auto& k : r.kernels()) {
+    t.AddRow({Percent(k.share()), Ms(k.total_ns()), absl::StrCat(k.count()), k.category(),
+              k.phase().empty() ? "-" : k.phase(), k.op().empty() ? "-" : k.op(), ClipToWidth(k.name(), 100)});
+  }
+  std::string out = absl::StrCat("run ", r.run_id(), ": ", r.kernels_size(), " of ", r.total_rows(),
+                                 r.time_source() == "ops" ? " ops (no kernel rows: CPU op self times)" : " kernels",
+                                 ", ", Ms(r.total_ns()), " ms in total\n");
+  return out + t.Render();
+}
+
+std::string FormatDiff(const v1::DiffRunsResponse& r, OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kJson: {
+      Json o;
+      o["run_a"] = r.run_a();
+      o["run_b"] = r.run_b();
+      o["time_source"] = r.time_source();
+      o["a_steps"] = r.a_steps();
+      o["b_steps"] = r.b_steps();
+      o["a_total_ns"] = r.a_total_ns();
+      o["b_total_ns"] = r.b_total_ns();
+      o["rows"] = Json::array();
+      for (const auto& d : r.rows()) {
+        Json e;
+        e["op"] = d.op();
+        e["category"] = d.category();
+        e["a_ns"] = d.a_ns();
+        e["b_ns"] = d.b_ns();
+        e["delta_ns"] = d.delta_ns();
+        e["ratio"] = d.a_ns() > 0 ? Json(d.ratio()) : Json(nullptr);
+        e["a_share"] = d.a_share();
+        e["b_share"] = d.b_share();
+        e["a_kernels"] = d.a_kernels();
+        e["b_kernels"] = d.b_kernels();
+        e["a_count"] = d.a_count();
+        e["b_count"] = d.b_count();
+        o["rows"].push_back(std::move(e));
+      }
+      return o.dump(2) + "\n";
+    }
+    case OutputFormat::kCsv: {
+      std::string out = CsvLine({"op", "category", "a_ns", "b_ns", "delta_ns", "ratio", "a_share", "b_share",
+                                 "a_kernels", "b_kernels", "a_count", "b_count"});
+      for (const auto& d : r.rows()) {
+        out += CsvLine({d.op(), d.category(), absl::StrCat(d.a_ns()), absl::StrCat(d.b_ns()),
+                        absl::StrCat(d.delta_ns()), d.a_ns() > 0 ? Num(d.ratio()) : "", Num(d.a_share()),
+                        Num(d.b_share()), absl::StrCat(d.a_kernels()), absl::StrCat(d.b_kernels()),
+                        absl::StrCat(d.a_count()), absl::StrCat(d.b_count())});
+      }
+      return out;
+    }
+    case OutputFormat::kTable:
+      break;
+  }
+  TextTable t({"OP", "CATEGORY", "A MS", "B MS", "DELTA MS", "B/A", "A SHARE", "B SHARE", "KERNELS A/B"},
+              {Align::kLeft, Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight, Align::kRight,
+               Align::kRight, Align::kRight});
+  for (const auto& d : r.rows()) {
+    t.AddRow({d.op().empty() ? "(no op)" : d.op(), d.category(), Ms(d.a_ns()), Ms(d.b_ns()),
+              absl::StrCat(d.delta_ns() > 0 ? "+" : "", Ms(d.delta_ns())),
+              d.a_ns() > 0 ? absl::StrCat(Fixed(d.ratio(), 2), "x") : "new", Percent(d.a_share()),
+              Percent(d.b_share()), absl::StrCat(d.a_kernels(), "/", d.b_kernels())});
+  }
+  std::string out = absl::StrCat("A = run ", r.run_a(), " (", Ms(r.a_total_ns()), " ms/step), B = run ", r.run_b(),
+                                 " (", Ms(r.b_total_ns()), " ms/step); ",
+                                 r.time_source() == "ops" ? "CPU op self time" : "GPU kernel time",
+                                 " per measured step, by op and category\n");
+  return out + t.Render();
+}
+
+std::string FormatChromeTrace(const v1::GetTimelineResponse& r) {
+  const v1::Timeline& tl = r.timeline();
+  Json events = Json::array();
+  auto meta = [&](int pid, int tid, const char* what, const std::string& name) {
+    Json e;
+    e["ph"] = "M";
+    e["pid"] = pid;
+    e["tid"] = tid;
+    e["name"] = what;
+    e["args"] = Json{{"name", name}};
+    events.push_back(std::move(e));
+  };
+  meta(0, 0, "process_name", "host");
+  meta(0, 0, "thread_name", "phases");
+  meta(0, 1, "thread_name", "ops");
+  meta(1, 0, "process_name", "GPU");
+  std::map<int, bool> streams;
+  for (const v1::TimelineEvent& ev : tl.events()) {
+    const bool device = ev.kind() == "kernel" || ev.kind() == "memcpy" || ev.kind() == "memset";
+    Json e;
+    e["name"] = ev.name();
+    e["cat"] = ev.kind();
+    e["ph"] = "X";
+    e["ts"] = static_cast<double>(ev.start_ns()) / 1000.0;
+    e["dur"] = static_cast<double>(ev.duration_ns()) / 1000.0;
+    e["pid"] = device ? 1 : 0;
+    const int tid = device ? std::max(0, ev.stream()) : (ev.kind() == "phase" ? 0 : 1);
+    e["tid"] = tid;
+    if (device) streams[tid] = true;
+    Json args = Json::object();
+    if (!ev.op().empty()) args["op"] = ev.op();
+    if (!ev.phase().empty()) args["phase"] = ev.phase();
+    if (!ev.category().empty()) args["category"] = ev.category();
+    args["step"] = ev.step();
+    e["args"] = std::move(args);
+    events.push_back(std::move(e));
+  }
+  for (const auto& [tid, unused] : streams) meta(1, tid, "thread_name", absl::StrCat("stream ", tid));
+  if (r.has_utilization()) {
+    const v1::UtilizationTimeline& u = r.utilization();
+    meta(2, 0, "process_name", "GPU utilization (PM sampling)");
+    // Samples are relative to the utilization origin; shift them onto the timeline's.
+    const int64_t shift =
+        u.origin_unix_ns() != 0 && tl.origin_unix_ns() != 0 ? u.origin_unix_ns() - tl.origin_unix_ns() : 0;
+    for (const v1::UtilizationSample& s : u.samples()) {
+      for (int i = 0; i < u.metrics_size() && i < s.values_size(); ++i) {
+        Json e;
+        e["name"] = u.metrics(i);
+        e["ph"] = "C";
+        e["ts"] = static_cast<double>(s.t_ns() + shift) / 1000.0;
+        e["pid"] = 2;
+        e["tid"] = 0;
+        e["args"] = Json{{"value", s.values(i)}};
+        events.push_back(std::move(e));
+      }
+    }
+  }
+  Json o;
+  o["traceEvents"] = std::move(events);
+  o["displayTimeUnit"] = "ns";
+  o["otherData"] = Json{{"run_id", r.run_id()},
+                        {"origin_unix_ns", tl.origin_unix_ns()},
+                        {"steps", tl.steps()},
+                        {"truncated", tl.truncated()},
+                        {"producer", "medprof export --format chrome-trace"}};
+  return o.dump() + "\n";
+}
+
+std::string FormatRunExport(const v1::Run& run, OutputFormat format) {
+  if (format != OutputFormat::kCsv) return FormatRun(run, OutputFormat::kJson);
+  std::string out = CsvLine(
+      {"table", "name", "scope", "op", "phase", "category", "step", "count", "total_ns", "self_ns", "value", "unit"});
+  for (const auto& s : run.steps()) {
+    out += CsvLine({"step", "", "", "", config::PhaseName(s.phase()), "", absl::StrCat(s.step()), "1",
+                    absl::StrCat(s.wall_ns()), "", Num(s.loss()), "loss"});
+  }
+  for (const auto& o : run.ops()) {
+    out += CsvLine({"op", o.name(), "", o.name(), o.phase(), o.category(), "", absl::StrCat(o.count()),
+                    absl::StrCat(o.total_ns()), absl::StrCat(o.self_ns()), "", ""});
+  }
+  for (const auto& k : run.kernels()) {
+    out += CsvLine({"kernel", k.name(), "", k.op(), k.phase(), k.category(), "", absl::StrCat(k.count()),
+                    absl::StrCat(k.total_ns()), "", "", ""});
+  }
+  for (const auto& m : run.metrics()) {
+    out += CsvLine({"metric", m.name(), m.scope(), "", "", "", "", "", "", "", Num(m.value()), m.unit()});
+  }
+  return out;
+}
+
+}  // namespace medprof::client
