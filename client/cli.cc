@@ -30,7 +30,8 @@ constexpr int kMaxReasonChars = 1000;
 constexpr int kMaxStudiesLimit = 1000;
 constexpr int kMaxRunsLimit = 10000;
 constexpr int kMaxTopCategories = 12;
-constexpr char kCommandList[] = "submit|watch|studies|runs|run|agents|cancel|compare|kernels|diff|export";
+constexpr char kCommandList[] =
+    "submit|watch|studies|runs|run|agents|cancel|compare|kernels|diff|export|report|import-ncu";
 constexpr int kMaxTopRows = 10000;
 constexpr int kMaxTopKernels = 50;
 constexpr int kMaxRunFilter = 1000;
@@ -410,6 +411,28 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   compare->add_option("--top-categories", cmp_top, "kernel categories listed per cell (1..12, default 3)")->type_name("N");
   AddFormat(compare, &cmp_format, "table|json|csv");
 
+  // import-ncu
+  std::string imp_file, imp_gpu, imp_preset, imp_phase, imp_steps, imp_study, imp_name, imp_format = "table";
+  CLI::App* import_ncu = app.add_subcommand(
+      "import-ncu", "store an Nsight Compute export (ncu --csv --page raw) as a run; prints its run id");
+  import_ncu->add_option("FILE", imp_file, "the CSV file ('-' = stdin)")->required();
+  import_ncu->add_option("--gpu", imp_gpu, "GPU name the run is compared under, e.g. \"NVIDIA H200\"")->type_name("NAME")->required();
+  import_ncu->add_option("--preset", imp_preset, "preset the profiled program ran: " + config::PresetList())->type_name("PRESET")->required();
+  import_ncu->add_option("--phase", imp_phase, "forward|train|sample (default train)")->type_name("PHASE");
+  import_ncu->add_option("--steps", imp_steps, "measured steps the export covers (1..100000, default 1)")->type_name("N");
+  import_ncu->add_option("--study", imp_study, "add the run to this study (default: a new study)")->type_name("STUDY");
+  import_ncu->add_option("--name", imp_name, "name of the new study (at most 200 characters)")->type_name("TEXT");
+  AddFormat(import_ncu, &imp_format, "table|json");
+
+  // report
+  std::string rep_study, rep_output, rep_baseline, rep_phase, rep_top;
+  CLI::App* report = app.add_subcommand("report", "write a study's self-contained HTML report (charts, priorities, environment)");
+  report->add_option("STUDY", rep_study, "study id")->required();
+  report->add_option("-o,--output", rep_output, "HTML file to write ('-' = stdout)")->type_name("FILE")->required();
+  report->add_option("--baseline", rep_baseline, "baseline preset (default baseline)")->type_name("PRESET");
+  report->add_option("--phase", rep_phase, "train|forward|sample (default: every phase present)")->type_name("PHASE");
+  report->add_option("--top-kernels", rep_top, "kernels per cell in the priority table (1..50, default 10)")->type_name("N");
+
   // kernels RUN | kernels classify
   std::vector<std::string> classify_names;
   std::string kernels_run, kernels_top, kernels_format = "table";
@@ -608,6 +631,58 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     } else {
       return Usage(absl::StrCat("--format: '", export_format,
                                 "' is not a format of 'export' (allowed: chrome-trace|csv|json)"));
+    }
+    out.body = std::move(cmd);
+  } else if (import_ncu->parsed()) {
+    ImportNcuCommand cmd;
+    MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(imp_format, {OutputFormat::kTable, OutputFormat::kJson}, "import-ncu"));
+    if (imp_file.empty()) return Usage("import-ncu: FILE must not be empty");
+    cmd.file = imp_file;
+    const std::string gpu(absl::StripAsciiWhitespace(imp_gpu));
+    if (gpu.empty() || gpu.size() > 128) return Usage("--gpu: 1..128 characters (e.g. \"NVIDIA H200\")");
+    cmd.gpu = gpu;
+    if (!config::PresetFor(imp_preset).ok()) {
+      return Usage(absl::StrCat("--preset: unknown preset '", imp_preset, "' (allowed: ", config::PresetList(), ")"));
+    }
+    cmd.preset = imp_preset;
+    if (import_ncu->get_option("--phase")->count() > 0) {
+      auto phase = config::ParsePhase(imp_phase);
+      if (!phase.ok()) return ToFlagMessage(phase.status());
+      cmd.phase = *phase;
+    }
+    if (import_ncu->get_option("--steps")->count() > 0) {
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--steps", imp_steps, 1, 100000));
+      cmd.steps = static_cast<int>(v);
+    }
+    if (!imp_study.empty() && !imp_name.empty()) {
+      return Usage("--name: names a new study; it cannot be combined with --study");
+    }
+    if (imp_name.size() > kMaxNameChars) {
+      return Usage(absl::StrCat("--name: ", imp_name.size(), " characters (allowed at most ", kMaxNameChars, ")"));
+    }
+    cmd.study_id = imp_study;
+    cmd.study_name = imp_name;
+    out.body = std::move(cmd);
+  } else if (report->parsed()) {
+    ReportCommand cmd;
+    cmd.study_id = rep_study;
+    cmd.output = rep_output;
+    if (rep_study.empty()) return Usage("report: STUDY must not be empty");
+    if (rep_output.empty()) return Usage("--output: must name a file (or '-' for stdout)");
+    if (report->get_option("--baseline")->count() > 0) {
+      if (!config::PresetFor(rep_baseline).ok()) {
+        return Usage(absl::StrCat("--baseline: unknown preset '", rep_baseline, "' (allowed: ", config::PresetList(), ")"));
+      }
+      cmd.baseline_preset = rep_baseline;
+    }
+    if (report->get_option("--phase")->count() > 0) {
+      auto phase = config::ParsePhase(rep_phase);
+      if (!phase.ok()) return ToFlagMessage(phase.status());
+      cmd.phase = *phase;
+    }
+    if (report->get_option("--top-kernels")->count() > 0) {
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top-kernels", rep_top, 1, 50));
+      cmd.top_kernels = static_cast<int>(v);
     }
     out.body = std::move(cmd);
   }

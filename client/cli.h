@@ -101,6 +101,16 @@ struct CompareCommand {
   OutputFormat format = OutputFormat::kTable;
 };
 
+// `medprof report STUDY -o FILE [--baseline P] [--phase P] [--top-kernels N]`: the study's
+// self-contained HTML report (client/report/report.h). FILE "-" = stdout.
+struct ReportCommand {
+  std::string study_id;
+  std::string output;
+  std::string baseline_preset;              // "" = server default
+  v1::Phase phase = v1::PHASE_UNSPECIFIED;  // unset = every phase
+  int top_kernels = 10;                     // 1..50
+};
+
 // `medprof kernels RUN [--top N]`: the run's kernels by total GPU time, largest first.
 struct KernelsCommand {
   v1::ListKernelsRequest request;
@@ -121,6 +131,19 @@ struct ExportCommand {
   std::string output;  // "" or "-" = stdout
 };
 
+// `medprof import-ncu FILE.csv --gpu NAME --preset P [--phase forward|train|sample] [--steps N]
+// [--study S | --name TEXT]`: an `ncu --csv --page raw` export stored as one run (prints its id).
+struct ImportNcuCommand {
+  std::string file;
+  std::string gpu;                          // the GPU name the run is compared under
+  std::string preset;
+  v1::Phase phase = v1::PHASE_TRAIN;
+  int steps = 1;                            // steps the export covers (1..100000)
+  std::string study_id;                     // "" = a new study
+  std::string study_name;                   // name of the new study
+  OutputFormat format = OutputFormat::kTable;
+};
+
 // `medprof kernels classify [NAME...]`: names from the arguments, else stdin. Offline.
 struct ClassifyCommand {
   std::vector<std::string> names;  // empty = read stdin
@@ -133,8 +156,8 @@ struct PrintCommand {
 
 using CommandBody = std::variant<SubmitCommand, WatchCommand, StudiesCommand, RunsCommand,
                                  RunCommand, AgentsCommand, CancelCommand, CompareCommand,
-                                 ClassifyCommand, PrintCommand, KernelsCommand, DiffCommand,
-                                 ExportCommand>;
+                                 ClassifyCommand, PrintCommand, ReportCommand, ImportNcuCommand, KernelsCommand,
+                                 DiffCommand, ExportCommand>;
 
 struct Command {
   ConnectionOptions connection;

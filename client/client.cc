@@ -200,6 +200,14 @@ absl::StatusOr<v1::Run> MedprofClient::GetRun(const std::string& run_id) {
   return response;
 }
 
+absl::StatusOr<v1::ImportRunResponse> MedprofClient::ImportRun(const v1::ImportRunRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::ImportRunResponse response;
+  if (absl::Status s = Map(stub_->ImportRun(&ctx, request, &response), "ImportRun"); !s.ok()) return s;
+  return response;
+}
+
 absl::StatusOr<v1::CompareResponse> MedprofClient::Compare(const v1::CompareRequest& request) {
   grpc::ClientContext ctx;
   Prepare(&ctx, true);

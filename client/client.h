@@ -59,6 +59,8 @@ class MedprofClient {
   absl::StatusOr<v1::DiffRunsResponse> DiffRuns(const v1::DiffRunsRequest& request);
   absl::StatusOr<v1::GetTimelineResponse> GetTimeline(const std::string& run_id);
   absl::StatusOr<v1::ListAgentsResponse> ListAgents();
+  // Stores an imported run (`medprof import-ncu`).
+  absl::StatusOr<v1::ImportRunResponse> ImportRun(const v1::ImportRunRequest& request);
 
   // Streams the study's events in order to `on_event` (called on this thread). Returns OK
   // after the event with study_finished; UNAVAILABLE when the stream ends before it (server

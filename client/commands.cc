@@ -5,7 +5,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -13,8 +16,11 @@
 #include "absl/time/clock.h"
 #include "client/format.h"
 #include "client/progress.h"
+#include "client/import_ncu.h"
 #include "client/query_format.h"
+#include "client/report/report.h"
 #include "common/kernel_taxonomy.h"
+#include "common/ncu_csv.h"
 
 namespace medprof::client {
 namespace {
@@ -97,6 +103,44 @@ int DoSubmit(const SubmitCommand& cmd, MedprofClient& client, const CliIo& io, c
   return WatchToEnd(client, r->study_id(), cmd.format, {r->warnings().begin(), r->warnings().end()}, io, policy);
 }
 
+// Writes the HTML report to the file (through a temporary beside it, renamed when complete, so
+// a failed run never leaves half a report) or to stdout for "-".
+int DoReport(const ReportCommand& c, MedprofClient& client, const CliIo& io) {
+  report::ReportOptions options;
+  options.baseline_preset = c.baseline_preset;
+  options.phase = c.phase;
+  options.top_kernels = c.top_kernels;
+  absl::StatusOr<report::ReportInput> input =
+      report::CollectReport(client, c.study_id, options, absl::ToUnixMillis(absl::Now()));
+  if (!input.ok()) return ServerError(io, input.status());
+  if (!input->compare_error.empty()) *io.err << "medprof: warning: " << input->compare_error << "\n";
+  const std::string html = report::RenderHtmlReport(*input);
+  if (c.output == "-") {
+    *io.out << html;
+    return kExitOk;
+  }
+  const std::string tmp = c.output + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << html;
+    f.close();
+    if (!f) {
+      *io.err << "medprof: --output: cannot write '" << tmp << "': " << std::strerror(errno) << "\n";
+      std::remove(tmp.c_str());
+      return kExitUsage;
+    }
+  }
+  if (std::rename(tmp.c_str(), c.output.c_str()) != 0) {
+    *io.err << "medprof: --output: cannot rename '" << tmp << "' to '" << c.output << "': " << std::strerror(errno)
+            << "\n";
+    std::remove(tmp.c_str());
+    return kExitUsage;
+  }
+  *io.out << "report " << c.output << ": " << input->compare.cells_size() << " cells, " << input->runs.size()
+          << " runs, " << html.size() << " bytes\n";
+  return kExitOk;
+}
+
 // `export RUN`: the run's timeline as a Chrome trace, or its tables as CSV / JSON, to stdout or
 // a file (written whole, then renamed into place).
 int DoExport(const ExportCommand& c, MedprofClient& client, const CliIo& io) {
@@ -132,6 +176,68 @@ int DoExport(const ExportCommand& c, MedprofClient& client, const CliIo& io) {
     return kExitUsage;
   }
   *io.err << "medprof: wrote " << c.output << " (" << text.size() << " bytes)\n";
+  return kExitOk;
+}
+
+// Largest export read (the raw page of a few thousand launches with every section is ~50 MB).
+constexpr size_t kMaxImportFileBytes = size_t{1} << 30;
+
+int DoImportNcu(const ImportNcuCommand& c, MedprofClient& client, const CliIo& io) {
+  std::string text;
+  if (c.file == "-") {
+    std::ostringstream buf;
+    buf << io.in->rdbuf();
+    text = buf.str();
+  } else {
+    std::ifstream in(c.file, std::ios::binary);
+    if (!in) {
+      *io.err << "medprof: import-ncu: cannot read '" << c.file << "': " << std::strerror(errno) << "\n";
+      return kExitUsage;
+    }
+    std::ostringstream buf;
+    buf << in.rdbuf();
+    text = buf.str();
+  }
+  if (text.size() > kMaxImportFileBytes) {
+    *io.err << "medprof: import-ncu: '" << c.file << "' is " << text.size() << " bytes (allowed at most "
+            << kMaxImportFileBytes << ")\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<ncu::NcuTable> table = ncu::ParseNcuCsv(text);
+  absl::StatusOr<ncu::NcuRun> run = table.ok() ? ncu::SummarizeNcu(*table) : table.status();
+  if (!run.ok()) {
+    *io.err << "medprof: import-ncu: " << c.file << ": " << run.status().message() << "\n";
+    return kExitUsage;
+  }
+  const std::string base = c.file == "-" ? "stdin" : c.file.substr(c.file.find_last_of('/') + 1);
+  absl::StatusOr<ImportPlan> plan = BuildImportRequest(*run, c, base);
+  if (!plan.ok()) {
+    *io.err << "medprof: import-ncu: " << plan.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (c.format == OutputFormat::kTable) {
+    for (const std::string& w : plan->warnings) *io.err << "medprof: warning: " << w << "\n";
+  }
+  absl::StatusOr<v1::ImportRunResponse> r = client.ImportRun(plan->request);
+  if (!r.ok()) return ServerError(io, r.status());
+  if (c.format == OutputFormat::kJson) {
+    nlohmann::ordered_json j;
+    j["run_id"] = r->run_id();
+    j["study_id"] = r->study_id();
+    j["job_id"] = r->job_id();
+    j["launches"] = run->launches;
+    j["kernels"] = r->kernels();
+    j["metrics"] = r->metrics();
+    j["gpu_time_ns"] = run->gpu_time_ns;
+    j["step_ms"] = r->step_ms();
+    j["warnings"] = plan->warnings;
+    *io.out << j.dump(2) << "\n";
+  } else {
+    *io.out << r->run_id() << "\n";
+    *io.err << "medprof: imported " << run->launches << " launches of " << r->kernels() << " kernels ("
+            << r->metrics() << " metric values, " << absl::StrFormat("%.3f", r->step_ms()) << " ms per step) as run "
+            << r->run_id() << " of study " << r->study_id() << "\n";
+  }
   return kExitOk;
 }
 
@@ -212,6 +318,8 @@ int Execute(const Command& command, MedprofClient* client, const CliIo& io, cons
             *io.out << FormatCompare(*r, c.format);
             return kExitOk;
           },
+          [&](const ReportCommand& c) { return DoReport(c, *client, io); },
+          [&](const ImportNcuCommand& c) { return DoImportNcu(c, *client, io); },
           [&](const KernelsCommand& c) {
             auto r = client->ListKernels(c.request);
             if (!r.ok()) return ServerError(io, r.status());

@@ -41,9 +41,10 @@ build_pkgs=(
   libcli11-dev nlohmann-json3-dev libbenchmark-dev libabsl-dev
   prometheus-cpp-dev libtorch-dev libopenblas0-pthread
 )
-# Test tools. (chromium, clang and libFuzzer come with the report and fuzzing work.)
+# Test tools. (clang and libFuzzer come with the fuzzing work.)
 # systemd: systemd-analyze verifies deploy/systemd/ (tests/deploy).
-test_pkgs=(shellcheck python3 systemd)
+# chromium: headless, renders the HTML report in tests/report (DevTools protocol on a pipe).
+test_pkgs=(shellcheck python3 systemd chromium)
 runtime_pkgs=(libgrpc++1.51 libsqlite3-0 libopenblas0-pthread)
 if [ "${libtorch}" = 0 ]; then
   kept=()

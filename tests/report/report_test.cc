@@ -1,0 +1,476 @@
+// `medprof report` end to end: a fixture store (the real SqliteStore on :memory:, filled through
+// the real domain: register, submit, acquire, upload worker records, finish) behind the real
+// gRPC server on 127.0.0.1, the real `medprof report` CLI path (RunCli), and the HTML it writes
+// opened in real headless Chromium. The test fails on any console error or any request that is
+// not file:// or data:, checks in the rendered DOM that every named chart is an SVG with one mark
+// per data point (counted independently from the server's Compare answer) or a "not collected"
+// panel with the server's reason, and saves a full-page screenshot in the test's output dir
+// ($MEDPROF_TEST_OUTPUT_DIR, set by CMake to <build>/tests/report/output).
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "client/client.h"
+#include "client/commands.h"
+#include "client/report/report.h"
+#include "server/rpc/grpc_server.h"
+#include "tests/report/headless_chromium.h"
+#include "tests/unit/server/domain_fixture.h"
+
+namespace medprof::server::testing {
+namespace {
+
+using json = nlohmann::json;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+constexpr char kConvFp32[] =
+    "sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize256x64x8_stage3_warpsize2x2x1_g1_ffma_"
+    "aligna4_alignc4_execute_kernel__5x_cudnn";
+constexpr char kConvTf32[] =
+    "sm80_xmma_fprop_implicit_gemm_indexed_wo_smem_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x32x16_stage1_"
+    "warpsize4x1x1_g1_tensor16x8x8_aligna4_alignc8_execute_kernel__5x_cudnn";
+constexpr char kNorm[] = "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>(long, float, float const*, float*, float*)";
+constexpr char kSilu[] =
+    "void at::native::vectorized_elementwise_kernel<4, at::native::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::"
+    "operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, "
+    "at::native::silu_kernel(at::TensorIteratorBase&)::{lambda()#1}::operator()() const::{lambda()#2}::operator()() "
+    "const::{lambda(float)#1}, at::detail::Array<char*, 2>)";
+constexpr char kToNhwc[] =
+    "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true, (cudnnKernelDataType_t)2>(cudnn::ops::"
+    "nchw2nhwc_params_t<float>, float const*, float*)";
+
+std::string OutputDir() {
+  const char* dir = std::getenv("MEDPROF_TEST_OUTPUT_DIR");
+  std::string out = dir != nullptr && *dir != '\0' ? dir : std::filesystem::temp_directory_path().string() + "/medprof-report-test";
+  std::filesystem::create_directories(out);
+  return out;
+}
+
+v1::WorkerMessage Msg(const v1::RunStarted& m) { v1::WorkerMessage w; *w.mutable_started() = m; return w; }
+
+// What a worker would send for one run of `preset`: on the H200 with the trace and metrics
+// layers, or on the CPU backend with no profiler layer but op times.
+std::vector<v1::WorkerMessage> RunRecords(const std::string& preset, bool gpu) {
+  const bool tf32 = preset == "opt1" || preset == "opt12";
+  const bool nhwc = preset == "opt2" || preset == "opt12";
+  const std::map<std::string, double> base_ms = {{"baseline", 410}, {"opt1", 150}, {"opt2", 520}, {"opt12", 210}};
+  const double step_ms = (gpu ? 1.0 : 9.0) * base_ms.at(preset);
+  std::vector<v1::WorkerMessage> out;
+
+  v1::RunStarted started;
+  v1::Environment* env = started.mutable_environment();
+  started.set_backend(gpu ? "cupti" : "cpu");
+  started.set_parameters(40226433);
+  started.mutable_effective()->set_preset(preset);
+  started.mutable_effective()->set_phase(v1::PHASE_TRAIN);
+  if (gpu) {
+    env->set_host("gpu-node-7");
+    env->set_gpu_name("NVIDIA H200");
+    env->set_compute_capability("9.0");
+    env->set_driver_version("580.95.05");
+    env->set_cuda_runtime_version("13.0");
+    env->set_cudnn_version("9.19.0");
+    env->set_torch_version("2.11.0");
+    env->set_cupti_version("13.0");
+    env->set_container_image("medprof-cuda13.sif");
+    env->set_slurm_job_id("123456");
+    env->set_slurm_partition("gh");
+    env->set_site("tacc");
+  } else {
+    env->set_host("laptop-3");
+    env->set_gpu_name("cpu");
+    env->set_torch_version("1.13.1");
+    env->set_cpu_threads(2);
+  }
+  out.push_back(Msg(started));
+
+  for (int i = 0; i < 5; ++i) {
+    v1::WorkerMessage m;
+    m.mutable_step()->set_phase(v1::PHASE_TRAIN);
+    m.mutable_step()->set_step(i);
+    m.mutable_step()->set_wall_ns(static_cast<int64_t>((step_ms + 3.0 * ((i * 7) % 5 - 2)) * 1e6));
+    out.push_back(m);
+  }
+
+  v1::WorkerMessage summary;
+  v1::RunSummary* s = summary.mutable_summary();
+  s->set_measured_steps(5);
+  s->set_step_ms_median(step_ms);
+  auto layer = [&](const char* name, bool ran, const char* reason) {
+    v1::LayerStatus* l = s->add_layers();
+    l->set_layer(name);
+    l->set_ran(ran);
+    l->set_reason(reason);
+  };
+
+  if (!gpu) {
+    v1::WorkerMessage ops;
+    ops.mutable_ops()->set_steps(5);
+    const std::vector<std::tuple<const char*, const char*, double>> op_rows = {
+        {"aten::conv3d", "conv", 0.62}, {"aten::native_group_norm", "norm", 0.18},
+        {"aten::silu", "elementwise", 0.12}, {"aten::add", "elementwise", 0.05}, {"Optimizer.step#Adam.step", "optimizer", 0.03}};
+    for (const auto& [name, category, share] : op_rows) {
+      v1::OpStat* o = ops.mutable_ops()->add_ops();
+      o->set_name(name);
+      o->set_category(category);
+      o->set_phase("fwd");
+      o->set_count(50);
+      o->set_total_ns(static_cast<int64_t>(share * step_ms * 5e6));
+      o->set_self_ns(static_cast<int64_t>(share * step_ms * 5e6));
+    }
+    out.push_back(ops);
+    layer("trace", false, "no GPU");
+    layer("sampling", false, "no GPU");
+    layer("metrics", false, "no GPU");
+    layer("cpu", true, "");
+    out.push_back(summary);
+    return out;
+  }
+
+  // Kernels per step (x5 steps): conv dominates; channels-last adds layout conversions.
+  struct K {
+    std::string name, op, category;
+    double ms;  // per step
+    double tensor, fma, l2, dram;
+  };
+  std::vector<K> ks = {
+      {tf32 ? kConvTf32 : kConvFp32, "aten::cudnn_convolution", "conv", step_ms * (nhwc ? 0.45 : 0.70), tf32 ? 62 : 0,
+       tf32 ? 9 : 71, nhwc ? 78 : 64, nhwc ? 22 : 35},
+      {kNorm, "aten::native_group_norm", "norm", step_ms * 0.12, 0, 18, 55, 71},
+      {kSilu, "aten::silu", "elementwise", step_ms * (nhwc ? 0.18 : 0.18), 0, 12, 48, 83},
+  };
+  if (nhwc) ks.push_back({kToNhwc, "aten::contiguous", "layout", step_ms * 0.25, 0, 3, 81, 64});
+  v1::WorkerMessage kernels;
+  kernels.mutable_kernels()->set_steps(5);
+  v1::WorkerMessage metrics;
+  v1::WorkerMessage findings;
+  double total_ms = 0;
+  for (const K& k : ks) total_ms += k.ms;
+  for (const K& k : ks) {
+    v1::KernelStat* st = kernels.mutable_kernels()->add_kernels();
+    st->set_name(k.name);
+    st->set_op(k.op);
+    st->set_phase("fwd");
+    st->set_category(k.category);
+    st->set_count(10);
+    st->set_total_ns(static_cast<int64_t>(k.ms * 5e6));
+    st->set_min_ns(static_cast<int64_t>(k.ms * 0.09e6));
+    st->set_max_ns(static_cast<int64_t>(k.ms * 0.11e6));
+    const std::string scope = "kernel:" + k.name;
+    auto metric = [&](const std::string& name, double value, const char* unit) {
+      v1::MetricValue* v = metrics.mutable_metrics()->add_values();
+      v->set_scope(scope);
+      v->set_name(name);
+      v->set_value(value);
+      v->set_unit(unit);
+    };
+    metric("duration_ns", k.ms * 0.1e6, "ns");
+    metric("sm_cycles", k.ms * 0.1e6 * 1.98 * (tf32 ? 1.0 : 1.0), "cycles");
+    metric("warp_instructions", k.ms * 1e5 * (tf32 && k.category == "conv" ? 3 : 40), "inst");
+    metric("tensor_pipe_pct", k.tensor, "%");
+    metric("fma_pipe_pct", k.fma, "%");
+    metric("achieved_occupancy_pct", 41, "%");
+    metric("l1_hit_pct", 22, "%");
+    metric("l2_hit_pct", k.l2, "%");
+    metric("dram_throughput_pct", k.dram, "%");
+    metric("cpi", 10, "cycles/inst");
+    metric("stall.long_scoreboard", k.category == "conv" ? 2.5 : 5.5, "cycles/issue");
+    metric("stall.math_pipe_throttle", k.category == "conv" ? 4.0 : 0.5, "cycles/issue");
+    metric("stall.wait", 1.5, "cycles/issue");
+    if (k.category == "conv" && !tf32) {
+      v1::KernelFinding* f = findings.mutable_findings()->add_findings();
+      f->set_kernel(k.name);
+      f->set_op(k.op);
+      f->set_phase("fwd");
+      f->set_category("conv");
+      f->set_share(k.ms / total_ms);
+      f->set_speedup(0.6);
+      f->set_priority(0.6 * k.ms / total_ms);
+      f->set_rule("tensor_cores_idle");
+      f->set_finding("FP32 FMA-bound convolution, Tensor Cores idle");
+    }
+    if (k.category == "layout") {
+      v1::KernelFinding* f = findings.mutable_findings()->add_findings();
+      f->set_kernel(k.name);
+      f->set_op(k.op);
+      f->set_phase("fwd");
+      f->set_category("layout");
+      f->set_share(k.ms / total_ms);
+      f->set_speedup(0.5);
+      f->set_priority(0.5 * k.ms / total_ms);
+      f->set_rule("memory_bound");
+      f->set_finding("layout conversion <NCDHW->NDHWC> moves every activation twice");
+    }
+  }
+  out.push_back(kernels);
+  out.push_back(metrics);
+  if (findings.findings().findings_size() > 0) out.push_back(findings);
+  layer("trace", true, "");
+  layer("sampling", false, "no counter permission");
+  layer("metrics", true, "");
+  out.push_back(summary);
+  return out;
+}
+
+class ReportTest : public DomainTest {
+ protected:
+  void StartServer() {
+    rpc::GrpcServerOptions o;
+    o.listen = "127.0.0.1:0";
+    auto server = rpc::GrpcServer::Create(o);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(server).value();
+    ASSERT_TRUE(server_->Start(domain_.get()).ok());
+  }
+  void TearDown() override {
+    if (server_) {
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      server_->Wait();
+    }
+  }
+
+  // Runs every queued job matching the agent to success with the fixture records.
+  void RunAll(const std::string& agent_id, bool gpu) {
+    while (std::optional<Assignment> a = Acquire(agent_id)) {
+      std::vector<std::pair<uint64_t, v1::WorkerMessage>> msgs;
+      uint64_t seq = 0;
+      for (v1::WorkerMessage& m : RunRecords(a->config.preset(), gpu)) msgs.emplace_back(++seq, std::move(m));
+      auto up = Upload(agent_id, a->run_id, std::move(msgs));
+      ASSERT_TRUE(up.ok()) << up.status();
+      auto done = Finish(agent_id, a->run_id, RunState::kSucceeded, seq);
+      ASSERT_TRUE(done.ok()) << done.status();
+    }
+  }
+
+  std::unique_ptr<client::MedprofClient> Client() {
+    client::ConnectionOptions c;
+    c.server = server_->address();
+    return client::MedprofClient::ForChannel(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()),
+                                             c);
+  }
+
+  // `medprof --server ADDR report STUDY -o FILE` through the CLI's own code path.
+  void WriteReport(const std::string& study_id, const std::string& path) {
+    std::istringstream in;
+    std::ostringstream out, err;
+    client::CliIo io{&in, &out, &err};
+    const int code = client::RunCli({"medprof", "--server", server_->address(), "report", study_id, "-o", path},
+                                    [](const std::string&) { return std::nullopt; }, io);
+    ASSERT_EQ(code, client::kExitOk) << err.str();
+    EXPECT_THAT(out.str(), HasSubstr("report " + path + ":"));
+  }
+
+  std::unique_ptr<rpc::GrpcServer> server_;
+};
+
+// What the test asks the rendered page.
+constexpr char kProbe[] = R"js((() => {
+  const charts = {};
+  document.querySelectorAll('[data-chart]').forEach(el => {
+    const name = el.getAttribute('data-chart');
+    if (el instanceof SVGSVGElement) {
+      const marks = Array.from(el.querySelectorAll('.mark')).map(m => {
+        const b = m.getBBox();
+        return {tag: m.tagName.toLowerCase(), series: m.getAttribute('data-series'), point: m.getAttribute('data-point'),
+                value: parseFloat(m.getAttribute('data-value')), w: b.width, h: b.height};
+      });
+      const fig = el.closest('figure');
+      charts[name] = {kind: 'svg', declared: parseInt(el.getAttribute('data-points'), 10), marks: marks,
+                      width: el.getBoundingClientRect().width, notes: fig ? fig.innerText : ''};
+    } else {
+      charts[name] = {kind: 'panel', tag: el.tagName.toLowerCase(), text: el.innerText,
+                      height: el.getBoundingClientRect().height};
+    }
+  });
+  const q = s => document.querySelector(s);
+  return {ready: document.documentElement.getAttribute('data-report-ready'), charts: charts,
+          envRows: document.querySelectorAll('#environment-table tr.env-row').length,
+          kernelRows: document.querySelectorAll('#priority-table tr.kernel-row').length,
+          envText: q('#environment-table') ? q('#environment-table').innerText : '',
+          priorityText: q('#priorities') ? q('#priorities').innerText : '',
+          compareRows: document.querySelectorAll('#compare-table tbody tr').length,
+          title: document.title};
+})())js";
+
+std::string CellLabel(const v1::CompareCell& c) {
+  return c.preset() + " \xC2\xB7 " + c.gpu();  // single-phase studies: "<preset> · <gpu>"
+}
+
+// Loads the report, fails on console errors and non-local requests, keeps the screenshot.
+json LoadChecked(const std::string& html, const std::string& name) {
+  const std::string dir = OutputDir();
+  auto page = medprof::testing::LoadInHeadlessChromium(html, kProbe, dir + "/chromium-" + name);
+  EXPECT_TRUE(page.ok()) << page.status();
+  if (!page.ok()) return json();
+  EXPECT_THAT(page->errors, IsEmpty()) << "console: " << ::testing::PrintToString(page->console);
+  EXPECT_FALSE(page->requests.empty());
+  for (const std::string& url : page->requests) {
+    EXPECT_TRUE(url.rfind("file://", 0) == 0 || url.rfind("data:", 0) == 0) << "network request: " << url;
+  }
+  EXPECT_GT(page->screenshot_png.size(), 10000u);
+  EXPECT_EQ(page->screenshot_png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  std::ofstream(dir + "/" + name + ".png", std::ios::binary) << page->screenshot_png;
+  return page->value;
+}
+
+// Marks of a chart by (series, point) -> value; fails when the chart is not an SVG.
+std::map<std::pair<std::string, std::string>, double> Marks(const json& page, const std::string& chart) {
+  std::map<std::pair<std::string, std::string>, double> out;
+  const json& c = page["charts"][chart];
+  EXPECT_EQ(c.value("kind", ""), "svg") << chart << ": " << c.dump();
+  if (c.value("kind", "") != "svg") return out;
+  EXPECT_EQ(c["declared"].get<int>(), static_cast<int>(c["marks"].size())) << chart;
+  EXPECT_GT(c["width"].get<double>(), 300) << chart;
+  for (const json& m : c["marks"]) {
+    EXPECT_EQ(m["tag"], "rect") << chart;
+    EXPECT_GT(m["w"].get<double>(), 0.5) << chart;
+    const bool fresh = out.emplace(std::make_pair(m["series"].get<std::string>(), m["point"].get<std::string>()),
+                                   m["value"].get<double>()).second;
+    EXPECT_TRUE(fresh) << chart << ": two marks for " << m.dump();
+  }
+  return out;
+}
+
+TEST_F(ReportTest, GpuAndCpuStudyRendersEveryChartInHeadlessChromium) {
+  ASSERT_TRUE(medprof::testing::FindChromium().ok()) << medprof::testing::FindChromium().status();
+  StartServer();
+  const std::string gpu_agent = Register("h200-node", {Gpu(0)});
+  const std::string cpu_agent = Register("laptop", {Cpu()});
+  SubmitStudyResult study = Submit({"baseline", "opt1", "opt2", "opt12"}, {"device=cuda", "device=cpu"});
+  ASSERT_EQ(study.jobs.size(), 8u);
+  RunAll(gpu_agent, true);
+  RunAll(cpu_agent, false);
+
+  const std::string html = OutputDir() + "/gpu_cpu_report.html";
+  WriteReport(study.study_id, html);
+
+  // The numbers the page must show, straight from the server.
+  auto client = Client();
+  v1::CompareRequest cr;
+  cr.set_study_id(study.study_id);
+  cr.set_top_categories(12);
+  auto compare = client->Compare(cr);
+  ASSERT_TRUE(compare.ok()) << compare.status();
+  ASSERT_EQ(compare->cells_size(), 8);
+
+  json page = LoadChecked(html, "gpu_cpu_report");
+  ASSERT_TRUE(page.is_object());
+  EXPECT_EQ(page["title"], "medprof report: test study");
+
+  // step-time: one mark per cell, at the cell's median; grouped by GPU, series = preset.
+  auto step = Marks(page, "step-time");
+  EXPECT_EQ(step.size(), 8u);
+  for (const v1::CompareCell& c : compare->cells()) {
+    auto it = step.find({c.preset(), c.gpu()});
+    ASSERT_NE(it, step.end()) << c.preset() << " on " << c.gpu();
+    EXPECT_NEAR(it->second, c.step_ms_median(), 1e-3 * c.step_ms_median());
+  }
+  // speedup: every cell has its GPU's baseline; opt1 on the H200 is 410/150.
+  auto speed = Marks(page, "speedup");
+  EXPECT_EQ(speed.size(), 8u);
+  EXPECT_NEAR((speed[{"opt1", "NVIDIA H200"}]), 410.0 / 150.0, 0.01);
+  EXPECT_NEAR((speed[{"baseline", "cpu"}]), 1.0, 1e-9);
+
+  // kernel-mix: one segment per (cell, category) the server listed.
+  size_t categories = 0;
+  for (const v1::CompareCell& c : compare->cells()) {
+    categories += c.categories_size();
+    for (const v1::CategoryShare& s : c.categories()) {
+      auto mix = Marks(page, "kernel-mix");
+      auto it = mix.find({s.category(), CellLabel(c)});
+      ASSERT_NE(it, mix.end()) << s.category() << " in " << CellLabel(c);
+      EXPECT_NEAR(it->second, s.share(), 1e-6);
+    }
+  }
+  EXPECT_EQ(Marks(page, "kernel-mix").size(), categories);
+  EXPECT_GE(categories, 8u * 3);
+
+  // Metric charts: GPU cells only; the CPU cells are listed as not collected (no GPU).
+  size_t tensor_fma = 0, memory = 0, ratios = 0, stalls = 0;
+  for (const v1::CompareCell& c : compare->cells()) {
+    const v1::CellMetrics& m = c.metrics();
+    if (m.collected()) {
+      tensor_fma += m.has_tensor_pipe_pct() + m.has_fma_pipe_pct();
+      memory += m.has_l1_hit_pct() + m.has_l2_hit_pct() + m.has_dram_throughput_pct();
+      ratios += m.has_sm_cycles_ratio() + m.has_warp_instructions_ratio();
+    }
+    if (c.stalls().collected()) stalls += c.stalls().shares_size();
+  }
+  EXPECT_EQ(tensor_fma, 8u);  // 4 GPU cells x (tensor, fma)
+  EXPECT_EQ(memory, 12u);
+  EXPECT_EQ(ratios, 8u);
+  EXPECT_EQ(stalls, 4u * 3);  // long_scoreboard, math_pipe_throttle, wait
+  EXPECT_EQ(Marks(page, "tensor-fma").size(), tensor_fma);
+  EXPECT_EQ(Marks(page, "memory").size(), memory);
+  EXPECT_EQ(Marks(page, "counter-ratios").size(), ratios);
+  EXPECT_EQ(Marks(page, "stalls").size(), stalls);
+  auto tf = Marks(page, "tensor-fma");
+  EXPECT_NEAR((tf[{"tensor_pipe_pct", "baseline \xC2\xB7 NVIDIA H200"}]), 0.0, 1e-9);
+  EXPECT_GT((tf[{"tensor_pipe_pct", "opt1 \xC2\xB7 NVIDIA H200"}]), 30.0);
+  EXPECT_THAT(page["charts"]["tensor-fma"]["notes"].get<std::string>(),
+              AllOf(HasSubstr("baseline \xC2\xB7 cpu: not collected: no GPU"), HasSubstr("opt12 \xC2\xB7 cpu")));
+  EXPECT_FALSE(page["charts"].contains("gpu-speedup"));  // no baseline GPU requested
+
+  // Priority table: the findings; environment: every run with its software stack.
+  EXPECT_GE(page["kernelRows"].get<int>(), 4);
+  EXPECT_THAT(page["priorityText"].get<std::string>(),
+              AllOf(HasSubstr("Tensor Cores idle"), HasSubstr("tensor_cores_idle"), HasSubstr("memory_bound")));
+  EXPECT_EQ(page["envRows"].get<int>(), 8);
+  EXPECT_THAT(page["envText"].get<std::string>(),
+              AllOf(HasSubstr("580.95.05"), HasSubstr("9.19.0"), HasSubstr("2.11.0"), HasSubstr("medprof-cuda13.sif"),
+                    HasSubstr("gpu-node-7"), HasSubstr("123456 (gh)"), HasSubstr("laptop-3"), HasSubstr("1.13.1")));
+  EXPECT_EQ(page["compareRows"].get<int>(), 8);
+  EXPECT_EQ(page["ready"], "7");  // the inline script ran over the 7 SVG charts
+}
+
+TEST_F(ReportTest, CpuOnlyStudyShowsNotCollectedPanelsNotZeros) {
+  ASSERT_TRUE(medprof::testing::FindChromium().ok()) << medprof::testing::FindChromium().status();
+  StartServer();
+  const std::string cpu_agent = Register("laptop", {Cpu()});
+  SubmitStudyResult study = Submit({"baseline", "opt1", "opt2", "opt12"});
+  RunAll(cpu_agent, false);
+  const std::string html = OutputDir() + "/cpu_report.html";
+  WriteReport(study.study_id, html);
+
+  json page = LoadChecked(html, "cpu_report");
+  ASSERT_TRUE(page.is_object());
+  EXPECT_EQ(Marks(page, "step-time").size(), 4u);
+  EXPECT_EQ(Marks(page, "speedup").size(), 4u);
+  EXPECT_EQ(Marks(page, "kernel-mix").size(), 4u * 4);  // conv, norm, elementwise, optimizer per cell
+  for (const char* chart : {"stalls", "tensor-fma", "counter-ratios", "memory"}) {
+    const json& c = page["charts"][chart];
+    EXPECT_EQ(c.value("kind", ""), "panel") << chart;
+    // The server's reason, whatever layer it names ("no GPU" or "sampling: no GPU; metrics: no GPU").
+    EXPECT_THAT(c.value("text", ""), AllOf(::testing::StartsWith("not collected: "), HasSubstr("no GPU"))) << chart;
+    EXPECT_GT(c.value("height", 0.0), 20.0) << chart;
+  }
+  EXPECT_EQ(page["kernelRows"].get<int>(), 0);
+  EXPECT_THAT(page["priorityText"].get<std::string>(), HasSubstr("no GPU kernels"));
+  EXPECT_EQ(page["ready"], "3");
+}
+
+TEST_F(ReportTest, UnknownStudyIsAServerErrorAndWritesNothing) {
+  StartServer();
+  const std::string path = OutputDir() + "/missing_report.html";
+  std::filesystem::remove(path);
+  std::istringstream in;
+  std::ostringstream out, err;
+  client::CliIo io{&in, &out, &err};
+  const int code = client::RunCli({"medprof", "--server", server_->address(), "report", "st-nope", "-o", path},
+                                  [](const std::string&) { return std::nullopt; }, io);
+  EXPECT_EQ(code, client::kExitServer);
+  EXPECT_THAT(err.str(), AllOf(HasSubstr("NOT_FOUND"), HasSubstr("st-nope")));
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+}  // namespace
+}  // namespace medprof::server::testing
