@@ -15,7 +15,8 @@
 // shares; PM sampling runs in its own window of one step after the measured steps (the three
 // counter users never overlap) -> a utilization timeline. Metrics layer (on request): the range
 // profiler, auto range + kernel replay armed by launch callbacks around the first launch of
-// each top-K kernel (by trace time) in one extra step, then user range + user replay around
+// each top-K kernel (by trace time) with its dominant grid — core counters in one extra step,
+// stalls/throughputs/SASS mix in another — then user range + user replay around
 // the phases (fwd, bwd, optim, sample_step), one extra step per pass. Trace overhead: pairs of
 // extra steps with the activity trace on and paused, interleaved. Each layer that cannot run
 // says why in Layers(); none of them fails the run.
@@ -98,7 +99,8 @@ class CuptiProfiler : public Profiler, private OpListener {
   absl::Status RunPmWindow(const StepRunner& run, const ProgressFn& progress);
   absl::Status RunMetrics(const StepRunner& run, const ProgressFn& progress);
   absl::Status ProfileKernels(const StepRunner& run, const CounterSessionOptions& base,
-                              const ResolvedCatalog& catalog, const std::vector<std::string>& targets);
+                              const ResolvedCatalog& catalog, const std::vector<std::string>& targets,
+                              const std::vector<MetricGroup>& groups);
   absl::Status ProfilePhases(const StepRunner& run, const CounterSessionOptions& base, const ResolvedCatalog& catalog);
   v1::MetricValues DerivedMetrics() const;
 

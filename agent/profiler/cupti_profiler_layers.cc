@@ -264,9 +264,15 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
   progress("metrics", 0, 2, absl::StrCat("metrics layer: ", targets.size(), " kernels on ", *chip, " (",
                                          CounterApiName(counter_api_), ")"));
   if (!targets.empty()) {
-    if (absl::Status s = ProfileKernels(run, base, cat, targets); !s.ok()) {
-      if (s.code() == absl::StatusCode::kAborted) return s;  // the workload itself failed
-      return finish(s);
+    // Two kernel-replay sessions: the core counters alone (a short configuration, like the one
+    // Nsight Compute programs for them), then stalls, throughputs and the SASS mix.
+    for (const std::vector<MetricGroup>& groups :
+         {std::vector<MetricGroup>{MetricGroup::kCore},
+          std::vector<MetricGroup>{MetricGroup::kStalls, MetricGroup::kThroughput, MetricGroup::kSass}}) {
+      if (absl::Status s = ProfileKernels(run, base, cat, targets, groups); !s.ok()) {
+        if (s.code() == absl::StatusCode::kAborted) return s;  // the workload itself failed
+        return finish(s);
+      }
     }
   }
   progress("metrics", 1, 2, "metrics layer: phase ranges");
@@ -280,9 +286,8 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
 }
 
 absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterSessionOptions& base,
-                                           const ResolvedCatalog& catalog, const std::vector<std::string>& targets) {
-  const std::vector<MetricGroup> groups = {MetricGroup::kCore, MetricGroup::kStalls, MetricGroup::kThroughput,
-                                           MetricGroup::kSass};
+                                           const ResolvedCatalog& catalog, const std::vector<std::string>& targets,
+                                           const std::vector<MetricGroup>& groups) {
   const std::vector<ResolvedMetric> metrics = catalog.InGroups(groups);
   CounterSessionOptions o = base;
   o.metrics = catalog.PerfworksNames(groups);
@@ -366,7 +371,7 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
   for (const std::string& t : targets) {
     if (!done.count(t)) metrics_notes_.push_back(absl::StrCat("kernel not launched in the metrics steps: ", t));
   }
-  kLog.Info("metrics layer: {} of {} kernels profiled", kernel_metrics_.size(), targets.size());
+  kLog.Info("metrics layer: {} of {} kernels profiled ({} metrics)", done.size(), targets.size(), metrics.size());
   return absl::OkStatus();
 }
 

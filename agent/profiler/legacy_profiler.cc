@@ -218,10 +218,14 @@ class LegacySession final : public CounterSession {
   CounterApi api() const override { return CounterApi::kLegacy; }
   size_t passes() const override { return passes_; }
 
+  // BeginPass/EndPass belong to user (and application) replay only: with kernel replay CUPTI
+  // replays each kernel itself and refuses them (CUPTI_ERROR_INVALID_OPERATION on the H200).
   absl::Status Start() override {
-    CUpti_Profiler_BeginPass_Params b{CUpti_Profiler_BeginPass_Params_STRUCT_SIZE};
-    b.ctx = o_.ctx;
-    MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiProfilerBeginPass(&b)));
+    if (o_.replay != CUPTI_KernelReplay) {
+      CUpti_Profiler_BeginPass_Params b{CUpti_Profiler_BeginPass_Params_STRUCT_SIZE};
+      b.ctx = o_.ctx;
+      MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiProfilerBeginPass(&b)));
+    }
     CUpti_Profiler_EnableProfiling_Params e{CUpti_Profiler_EnableProfiling_Params_STRUCT_SIZE};
     e.ctx = o_.ctx;
     return MEDPROF_CUPTI_CALL(cuptiProfilerEnableProfiling(&e));
@@ -230,6 +234,7 @@ class LegacySession final : public CounterSession {
     CUpti_Profiler_DisableProfiling_Params d{CUpti_Profiler_DisableProfiling_Params_STRUCT_SIZE};
     d.ctx = o_.ctx;
     MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiProfilerDisableProfiling(&d)));
+    if (o_.replay == CUPTI_KernelReplay) return true;  // every pass ran inside the launch
     CUpti_Profiler_EndPass_Params e{CUpti_Profiler_EndPass_Params_STRUCT_SIZE};
     e.ctx = o_.ctx;
     MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiProfilerEndPass(&e)));
