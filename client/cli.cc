@@ -425,11 +425,12 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   AddFormat(import_ncu, &imp_format, "table|json");
 
   // report
-  std::string rep_study, rep_output, rep_baseline, rep_phase, rep_top;
+  std::string rep_study, rep_output, rep_baseline, rep_baseline_gpu, rep_phase, rep_top;
   CLI::App* report = app.add_subcommand("report", "write a study's self-contained HTML report (charts, priorities, environment)");
   report->add_option("STUDY", rep_study, "study id")->required();
   report->add_option("-o,--output", rep_output, "HTML file to write ('-' = stdout)")->type_name("FILE")->required();
   report->add_option("--baseline", rep_baseline, "baseline preset (default baseline)")->type_name("PRESET");
+  report->add_option("--baseline-gpu", rep_baseline_gpu, "add a cross-GPU speedup chart against this GPU (name or unique substring)")->type_name("GPU");
   report->add_option("--phase", rep_phase, "train|forward|sample (default: every phase present)")->type_name("PHASE");
   report->add_option("--top-kernels", rep_top, "kernels per cell in the priority table (1..50, default 10)")->type_name("N");
 
@@ -674,6 +675,10 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
         return Usage(absl::StrCat("--baseline: unknown preset '", rep_baseline, "' (allowed: ", config::PresetList(), ")"));
       }
       cmd.baseline_preset = rep_baseline;
+    }
+    if (report->get_option("--baseline-gpu")->count() > 0) {
+      if (rep_baseline_gpu.empty()) return Usage("--baseline-gpu: must not be empty");
+      cmd.baseline_gpu = rep_baseline_gpu;
     }
     if (report->get_option("--phase")->count() > 0) {
       auto phase = config::ParsePhase(rep_phase);

@@ -101,12 +101,13 @@ struct CompareCommand {
   OutputFormat format = OutputFormat::kTable;
 };
 
-// `medprof report STUDY -o FILE [--baseline P] [--phase P] [--top-kernels N]`: the study's
+// `medprof report STUDY -o FILE [--baseline P] [--baseline-gpu G] [--phase P] [--top-kernels N]`: the study's
 // self-contained HTML report (client/report/report.h). FILE "-" = stdout.
 struct ReportCommand {
   std::string study_id;
   std::string output;
   std::string baseline_preset;              // "" = server default
+  std::string baseline_gpu;                 // --baseline-gpu: cross-GPU speedup chart; "" = none
   v1::Phase phase = v1::PHASE_UNSPECIFIED;  // unset = every phase
   int top_kernels = 10;                     // 1..50
 };

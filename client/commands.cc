@@ -108,6 +108,7 @@ int DoSubmit(const SubmitCommand& cmd, MedprofClient& client, const CliIo& io, c
 int DoReport(const ReportCommand& c, MedprofClient& client, const CliIo& io) {
   report::ReportOptions options;
   options.baseline_preset = c.baseline_preset;
+  options.baseline_gpu = c.baseline_gpu;
   options.phase = c.phase;
   options.top_kernels = c.top_kernels;
   absl::StatusOr<report::ReportInput> input =

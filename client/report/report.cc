@@ -516,6 +516,7 @@ absl::StatusOr<ReportInput> CollectReport(MedprofClient& client, const std::stri
   v1::CompareRequest cr;
   cr.set_study_id(study_id);
   cr.set_baseline_preset(options.baseline_preset);
+  cr.set_baseline_gpu(options.baseline_gpu);
   cr.set_phase(options.phase);
   cr.set_top_categories(12);  // every category: the stacked bars add up to the whole
   cr.set_top_kernels(std::clamp(options.top_kernels, 1, 50));

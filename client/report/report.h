@@ -37,6 +37,7 @@ namespace medprof::client::report {
 
 struct ReportOptions {
   std::string baseline_preset;   // "" = the server's default ("baseline")
+  std::string baseline_gpu;      // cross-GPU speedups against this GPU (name or substring); "" = none
   v1::Phase phase = v1::PHASE_UNSPECIFIED;  // unset = every phase present
   int top_kernels = 10;          // kernels per cell in the priority table (1..50)
   int max_runs = 1000;           // runs listed (ListRuns limit, 1..10000)

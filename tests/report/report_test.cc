@@ -59,11 +59,12 @@ v1::WorkerMessage Msg(const v1::RunStarted& m) { v1::WorkerMessage w; *w.mutable
 
 // What a worker would send for one run of `preset`: on the H200 with the trace and metrics
 // layers, or on the CPU backend with no profiler layer but op times.
-std::vector<v1::WorkerMessage> RunRecords(const std::string& preset, bool gpu) {
+std::vector<v1::WorkerMessage> RunRecords(const std::string& preset, bool gpu, const std::string& gpu_name = "NVIDIA H200",
+                                          double slowdown = 1.0) {
   const bool tf32 = preset == "opt1" || preset == "opt12";
   const bool nhwc = preset == "opt2" || preset == "opt12";
   const std::map<std::string, double> base_ms = {{"baseline", 410}, {"opt1", 150}, {"opt2", 520}, {"opt12", 210}};
-  const double step_ms = (gpu ? 1.0 : 9.0) * base_ms.at(preset);
+  const double step_ms = (gpu ? slowdown : 9.0) * base_ms.at(preset);
   std::vector<v1::WorkerMessage> out;
 
   v1::RunStarted started;
@@ -74,7 +75,7 @@ std::vector<v1::WorkerMessage> RunRecords(const std::string& preset, bool gpu) {
   started.mutable_effective()->set_phase(v1::PHASE_TRAIN);
   if (gpu) {
     env->set_host("gpu-node-7");
-    env->set_gpu_name("NVIDIA H200");
+    env->set_gpu_name(gpu_name);
     env->set_compute_capability("9.0");
     env->set_driver_version("580.95.05");
     env->set_cuda_runtime_version("13.0");
@@ -239,11 +240,13 @@ class ReportTest : public DomainTest {
   }
 
   // Runs every queued job matching the agent to success with the fixture records.
-  void RunAll(const std::string& agent_id, bool gpu) {
+  void RunAll(const std::string& agent_id, bool gpu, const std::string& gpu_name = "NVIDIA H200", double slowdown = 1.0) {
     while (std::optional<Assignment> a = Acquire(agent_id)) {
       std::vector<std::pair<uint64_t, v1::WorkerMessage>> msgs;
       uint64_t seq = 0;
-      for (v1::WorkerMessage& m : RunRecords(a->config.preset(), gpu)) msgs.emplace_back(++seq, std::move(m));
+      for (v1::WorkerMessage& m : RunRecords(a->config.preset(), gpu, gpu_name, slowdown)) {
+        msgs.emplace_back(++seq, std::move(m));
+      }
       auto up = Upload(agent_id, a->run_id, std::move(msgs));
       ASSERT_TRUE(up.ok()) << up.status();
       auto done = Finish(agent_id, a->run_id, RunState::kSucceeded, seq);
@@ -259,12 +262,13 @@ class ReportTest : public DomainTest {
   }
 
   // `medprof --server ADDR report STUDY -o FILE` through the CLI's own code path.
-  void WriteReport(const std::string& study_id, const std::string& path) {
+  void WriteReport(const std::string& study_id, const std::string& path, std::vector<std::string> extra = {}) {
     std::istringstream in;
     std::ostringstream out, err;
     client::CliIo io{&in, &out, &err};
-    const int code = client::RunCli({"medprof", "--server", server_->address(), "report", study_id, "-o", path},
-                                    [](const std::string&) { return std::nullopt; }, io);
+    std::vector<std::string> argv = {"medprof", "--server", server_->address(), "report", study_id, "-o", path};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    const int code = client::RunCli(argv, [](const std::string&) { return std::nullopt; }, io);
     ASSERT_EQ(code, client::kExitOk) << err.str();
     EXPECT_THAT(out.str(), HasSubstr("report " + path + ":"));
   }
@@ -456,6 +460,48 @@ TEST_F(ReportTest, CpuOnlyStudyShowsNotCollectedPanelsNotZeros) {
   EXPECT_EQ(page["kernelRows"].get<int>(), 0);
   EXPECT_THAT(page["priorityText"].get<std::string>(), HasSubstr("no GPU kernels"));
   EXPECT_EQ(page["ready"], "3");
+}
+
+TEST_F(ReportTest, CrossGpuSpeedupChartAgainstTheBaselineGpu) {
+  ASSERT_TRUE(medprof::testing::FindChromium().ok()) << medprof::testing::FindChromium().status();
+  StartServer();
+  const std::string h200 = Register("h200-node", {Gpu(0)});
+  const std::string a100 = Register("a100-node", {Gpu(0, "NVIDIA A100-SXM4-80GB", "8.0")});
+  SubmitStudyResult study = Submit({"baseline", "opt1"}, {"gpu=h200", "gpu=a100"});
+  ASSERT_EQ(study.jobs.size(), 4u);
+  RunAll(h200, true);
+  RunAll(a100, true, "NVIDIA A100-SXM4-80GB", 1.8);
+  const std::string html = OutputDir() + "/cross_gpu_report.html";
+  WriteReport(study.study_id, html, {"--baseline-gpu", "a100"});
+
+  json page = LoadChecked(html, "cross_gpu_report");
+  ASSERT_TRUE(page.is_object());
+  // Groups are "<preset> · <phase>", series the GPUs; the A100 bars are the 1.0 reference.
+  auto g = Marks(page, "gpu-speedup");
+  ASSERT_EQ(g.size(), 4u);
+  EXPECT_NEAR((g[{"NVIDIA H200", "baseline \xC2\xB7 train"}]), 1.8, 0.02);
+  EXPECT_NEAR((g[{"NVIDIA H200", "opt1 \xC2\xB7 train"}]), 1.8, 0.05);
+  EXPECT_NEAR((g[{"NVIDIA A100-SXM4-80GB", "opt1 \xC2\xB7 train"}]), 1.0, 1e-9);
+  EXPECT_EQ(Marks(page, "step-time").size(), 4u);
+  EXPECT_EQ(page["ready"], "8");  // every chart is an SVG here, the cross-GPU one included
+}
+
+// The checker itself: a page with a console error, an uncaught exception and a remote image is
+// caught on all three counts (so a clean report above is clean, not unobserved).
+TEST(HeadlessChromiumTest, SeesConsoleErrorsExceptionsAndRemoteRequests) {
+  ASSERT_TRUE(medprof::testing::FindChromium().ok()) << medprof::testing::FindChromium().status();
+  const std::string dir = OutputDir();
+  const std::string html = dir + "/bad_page.html";
+  std::ofstream(html) << "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">"
+                         "<title>bad</title></head><body><p id=\"p\">x</p><img src=\"http://127.0.0.1:9/chart.png\">"
+                         "<script>console.error('boom ' + 6 * 7); noSuchFunction();</script></body></html>";
+  auto page = medprof::testing::LoadInHeadlessChromium(html, "document.getElementById('p').textContent",
+                                                       dir + "/chromium-bad_page", std::chrono::seconds(60));
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->value, "x");
+  EXPECT_THAT(page->errors, ::testing::Contains(HasSubstr("console.error: boom 42")));
+  EXPECT_THAT(page->errors, ::testing::Contains(HasSubstr("noSuchFunction")));
+  EXPECT_THAT(page->requests, ::testing::Contains("http://127.0.0.1:9/chart.png"));
 }
 
 TEST_F(ReportTest, UnknownStudyIsAServerErrorAndWritesNothing) {
