@@ -17,25 +17,25 @@
 
 namespace medprof::nvml {
 
-using Return = int;                         // nvmlReturn_t
-using Device = struct nvmlDevice_st*;       // nvmlDevice_t
-constexpr Return kSuccess = 0;              // NVML_SUCCESS
-constexpr Return kErrorNotSupported = 3;    // NVML_ERROR_NOT_SUPPORTED
-constexpr unsigned kClockGraphics = 0;      // NVML_CLOCK_GRAPHICS
-constexpr unsigned kClockSm = 1;            // NVML_CLOCK_SM
-constexpr unsigned kClockMem = 2;           // NVML_CLOCK_MEM
-constexpr unsigned kTemperatureGpu = 0;     // NVML_TEMPERATURE_GPU
+using Return = int;                       // nvmlReturn_t
+using Device = struct nvmlDevice_st*;     // nvmlDevice_t
+constexpr Return kSuccess = 0;            // NVML_SUCCESS
+constexpr Return kErrorNotSupported = 3;  // NVML_ERROR_NOT_SUPPORTED
+constexpr unsigned kClockGraphics = 0;    // NVML_CLOCK_GRAPHICS
+constexpr unsigned kClockSm = 1;          // NVML_CLOCK_SM
+constexpr unsigned kClockMem = 2;         // NVML_CLOCK_MEM
+constexpr unsigned kTemperatureGpu = 0;   // NVML_TEMPERATURE_GPU
 constexpr const char* kLibrary = "libnvidia-ml.so.1";
 
 }  // namespace medprof::nvml
 
-#define MEDPROF_NVML_CALL(api, call)                                                                    \
-  do {                                                                                                  \
-    const ::medprof::nvml::Return medprof_nvml_rc_ = (api).call;                                        \
-    if (medprof_nvml_rc_ != ::medprof::nvml::kSuccess) {                                                \
-      return ::absl::UnavailableError(::absl::StrCat(                                                   \
-          "NVML ", #call, " failed: ",                                                                  \
-          (api).ErrorString != nullptr ? (api).ErrorString(medprof_nvml_rc_) : "unknown error", " (", \
-          medprof_nvml_rc_, ")"));                                                                      \
-    }                                                                                                   \
+#define MEDPROF_NVML_CALL(api, call)                                                                         \
+  do {                                                                                                       \
+    const ::medprof::nvml::Return medprof_nvml_rc_ = (api).call;                                             \
+    if (medprof_nvml_rc_ != ::medprof::nvml::kSuccess) {                                                     \
+      return ::absl::UnavailableError(::absl::StrCat(                                                        \
+          "NVML ", #call,                                                                                    \
+          " failed: ", (api).ErrorString != nullptr ? (api).ErrorString(medprof_nvml_rc_) : "unknown error", \
+          " (", medprof_nvml_rc_, ")"));                                                                     \
+    }                                                                                                        \
   } while (false)

@@ -33,8 +33,8 @@ absl::StatusOr<GpuClocks> ReadDevice(const NvmlClockApi& api, const std::string&
   } else if (uuid.empty() && api.GetHandleByIndex != nullptr) {
     MEDPROF_NVML_CALL(api, GetHandleByIndex(0, &dev));
   } else {
-    return absl::UnavailableError(absl::StrCat("NVML library lacks nvmlDeviceGetHandleBy",
-                                               uuid.empty() ? "Index_v2" : "UUID"));
+    return absl::UnavailableError(
+        absl::StrCat("NVML library lacks nvmlDeviceGetHandleBy", uuid.empty() ? "Index_v2" : "UUID"));
   }
   GpuClocks c;
   unsigned v = 0;
@@ -83,8 +83,8 @@ absl::Status LoadNvmlClockApi(const std::string& library, NvmlClockApi* api, voi
   *handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (*handle == nullptr) {
     const char* err = ::dlerror();
-    return absl::NotFoundError(
-        absl::StrCat("no NVIDIA driver: cannot load ", library, " (", err ? err : "unknown dlopen error", ")"));
+    return absl::NotFoundError(absl::StrCat("no NVIDIA driver: cannot load ", library, " (",
+                                            err ? err : "unknown dlopen error", ")"));
   }
   void* h = *handle;
   Sym(h, "nvmlInit_v2", &api->Init);

@@ -62,7 +62,8 @@ absl::StatusOr<GpuClocks> ReadGpuClocks(const NvmlClockApi& api, const std::stri
 absl::Status LoadNvmlClockApi(const std::string& library, NvmlClockApi* api, void** handle);
 
 // LoadNvmlClockApi + ReadGpuClocks + dlclose.
-absl::StatusOr<GpuClocks> SampleGpuClocks(const std::string& uuid, const std::string& library = nvml::kLibrary);
+absl::StatusOr<GpuClocks> SampleGpuClocks(const std::string& uuid,
+                                          const std::string& library = nvml::kLibrary);
 
 // The reason bits as names, comma-separated, in bit order: "gpu_idle", "applications_clocks",
 // "sw_power_cap", "hw_slowdown", "sync_boost", "sw_thermal_slowdown", "hw_thermal_slowdown",
@@ -73,6 +74,7 @@ std::string ThrottleReasonNames(uint64_t mask);
 // and extra["sm_clock_max_mhz"], ["mem_clock_max_mhz"], ["power_draw_w"], ["gpu_temperature_c"]
 // (known values only), ["gpu_clocks_at"] = `when`. An error leaves those fields empty and sets
 // extra["gpu_clocks_unavailable"] to its message.
-void FillGpuClockEnvironment(const absl::StatusOr<GpuClocks>& clocks, const std::string& when, v1::Environment* env);
+void FillGpuClockEnvironment(const absl::StatusOr<GpuClocks>& clocks, const std::string& when,
+                             v1::Environment* env);
 
 }  // namespace medprof::worker

@@ -53,9 +53,12 @@ nvml::Return FakeByIndex(unsigned index, nvml::Device* dev) {
 }
 nvml::Return FakeClock(nvml::Device dev, unsigned type, unsigned* v) {
   if (dev != kDev) return 13;
-  if (type == nvml::kClockSm) *v = g.sm;
-  else if (type == nvml::kClockMem) *v = g.mem;
-  else return nvml::kErrorNotSupported;
+  if (type == nvml::kClockSm)
+    *v = g.sm;
+  else if (type == nvml::kClockMem)
+    *v = g.mem;
+  else
+    return nvml::kErrorNotSupported;
   return nvml::kSuccess;
 }
 nvml::Return FakeMaxClock(nvml::Device, unsigned type, unsigned* v) {
@@ -135,7 +138,8 @@ TEST(GpuClocksTest, InitFailureIsReportedAndNothingIsShutDown) {
   Reset();
   g.init_rc = 9;
   auto c = ReadGpuClocks(FullApi(), g.uuid);
-  EXPECT_THAT(c, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("NVML Init() failed: Driver Not Loaded (9)")));
+  EXPECT_THAT(
+      c, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("NVML Init() failed: Driver Not Loaded (9)")));
   EXPECT_EQ(g.shutdowns, 0);
 }
 
@@ -160,7 +164,8 @@ TEST(GpuClocksTest, MissingRequiredEntryPointIsUnavailable) {
   Reset();
   NvmlClockApi a = FullApi();
   a.GetClockInfo = nullptr;
-  EXPECT_THAT(ReadGpuClocks(a, g.uuid), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("nvmlDeviceGetClockInfo")));
+  EXPECT_THAT(ReadGpuClocks(a, g.uuid),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("nvmlDeviceGetClockInfo")));
   EXPECT_EQ(g.inits, 0);
 }
 
@@ -203,7 +208,8 @@ TEST(GpuClocksTest, UnknownReasonsStayEmptyRatherThanNone) {
 
 TEST(GpuClocksTest, ErrorLeavesFieldsEmptyAndSaysWhy) {
   v1::Environment env;
-  FillGpuClockEnvironment(absl::UnavailableError("NVML Init() failed: Driver Not Loaded (9)"), "run start", &env);
+  FillGpuClockEnvironment(absl::UnavailableError("NVML Init() failed: Driver Not Loaded (9)"), "run start",
+                          &env);
   EXPECT_EQ(env.sm_clock_mhz(), 0u);
   EXPECT_EQ(env.mem_clock_mhz(), 0u);
   EXPECT_EQ(env.power_limit_w(), 0u);
@@ -223,7 +229,8 @@ TEST(GpuClocksTest, LibraryWithoutNvmlSymbolsIsRejected) {
   NvmlClockApi api;
   void* handle = reinterpret_cast<void*>(0x1);
   absl::Status s = LoadNvmlClockApi("libz.so.1", &api, &handle);
-  EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("libz.so.1 lacks the clock entry points")));
+  EXPECT_THAT(s,
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("libz.so.1 lacks the clock entry points")));
   EXPECT_EQ(handle, nullptr);
   EXPECT_EQ(api.Init, nullptr);
 }
