@@ -248,6 +248,9 @@ int64_t ClampToInt64(double v) {
   return static_cast<int64_t>(std::llround(v));
 }
 
+// a + b, saturating at INT64_MAX (both are >= 0 here): a hostile export cannot overflow.
+int64_t SaturatingAdd(int64_t a, int64_t b) { return a > INT64_MAX - b ? INT64_MAX : a + b; }
+
 int ClampToInt(double v) {
   if (!(v > 0)) return 0;
   if (v >= 2e9) return 2000000000;
@@ -472,7 +475,7 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t) {
     const double ns = *dur * dur_scale;
     const int64_t ins = ClampToInt64(ns);
     ++run.launches;
-    run.gpu_time_ns += ins;
+    run.gpu_time_ns = SaturatingAdd(run.gpu_time_ns, ins);
 
     auto [it, inserted] = kernel_index.emplace(name, run.kernels.size());
     if (inserted) {
@@ -495,7 +498,7 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t) {
     }
     NcuKernel& k = run.kernels[it->second];
     ++k.count;
-    k.total_ns += ins;
+    k.total_ns = SaturatingAdd(k.total_ns, ins);
     k.min_ns = std::min(k.min_ns, ins);
     k.max_ns = std::max(k.max_ns, ins);
 
@@ -536,7 +539,7 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t) {
   // Run scope.
   run.metrics.push_back({"run", "gpu_time_ns", static_cast<double>(run.gpu_time_ns), "ns"});
   std::map<std::string, int64_t> by_category;
-  for (const NcuKernel& k : run.kernels) by_category[k.category] += k.total_ns;
+  for (const NcuKernel& k : run.kernels) by_category[k.category] = SaturatingAdd(by_category[k.category], k.total_ns);
   for (const auto& [category, ns] : by_category) {
     const double share = run.gpu_time_ns > 0 ? static_cast<double>(ns) / static_cast<double>(run.gpu_time_ns) : 0;
     run.metrics.push_back({"run", absl::StrCat("share.", category), share, ""});
@@ -544,6 +547,10 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t) {
   run.metrics.push_back({"run", "metrics.kernels_profiled", static_cast<double>(run.kernels.size()), ""});
   for (const auto& [name, a] : run_metrics) {
     if (a.weight <= 0 && a.counter) continue;
+    if (!std::isfinite(a.weighted) || !std::isfinite(a.weight)) {
+      run.warnings.push_back(absl::StrCat(name, ": the run total is not a finite number; left out"));
+      continue;
+    }
     if (a.counter) {
       run.metrics.push_back({"run", name, a.weighted, a.unit});
     } else if (a.weight > 0) {
@@ -554,11 +561,10 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t) {
   for (const NcuKernel& k : run.kernels) {
     const std::string scope = absl::StrCat("kernel:", k.name);
     for (const auto& [name, a] : kernel_metrics[k.name]) {
-      if (a.weight <= 0) {
-        // Rates of zero-duration launches: the plain mean is all there is.
-        continue;
-      }
-      run.metrics.push_back({scope, name, a.weighted / a.weight, a.unit});
+      // Rates of zero-duration launches have no weight; values too large for a double are dropped.
+      const double v = a.weight > 0 ? a.weighted / a.weight : std::nan("");
+      if (!std::isfinite(v)) continue;
+      run.metrics.push_back({scope, name, v, a.unit});
     }
   }
   return run;

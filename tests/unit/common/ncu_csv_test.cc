@@ -221,6 +221,24 @@ TEST(NcuCsvTest, RefusesWhatIsNotARawPageExport) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("column 3 'ID' appears twice")));
 }
 
+// Numbers at the edge of a double (what a fuzzer feeds) neither overflow nor become NaN metrics.
+TEST(NcuCsvTest, HugeValuesSaturateInsteadOfOverflowing) {
+  auto t = ParseNcuCsv(
+      "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\",\"sm__cycles_elapsed.avg\",\"lts__t_sector_hit_rate.pct\"\n"
+      "\"\",\"\",\"second\",\"cycle\",\"%\"\n"
+      "\"0\",\"k\",\"1e290\",\"1e308\",\"1e308\"\n"
+      "\"1\",\"k\",\"1e290\",\"1e308\",\"50\"\n"
+      "\"2\",\"j\",\"1e290\",\"1\",\"50\"\n");
+  ASSERT_THAT(t.status(), IsOk());
+  auto run = SummarizeNcu(*t);
+  ASSERT_THAT(run.status(), IsOk());
+  EXPECT_EQ(run->launches, 3);
+  EXPECT_EQ(run->gpu_time_ns, INT64_MAX);
+  for (const NcuMetric& m : run->metrics) EXPECT_TRUE(std::isfinite(m.value)) << m.scope << " " << m.name;
+  MetricMap m = ByKey(*run);
+  EXPECT_DOUBLE_EQ(At(m, "kernel:k", "l2_hit_pct").value, 75);  // 1e308 % clamps to 100
+}
+
 TEST(NcuCsvTest, SummaryNeedsLaunchesAndDurations) {
   auto no_rows = ParseNcuCsv("\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"\",\"\",\"nsecond\"\n");
   ASSERT_THAT(no_rows.status(), IsOk());
