@@ -30,6 +30,7 @@
 #                    warm-up): the CPU check of this script (tests/deploy) and a GPU smoke test
 #   --worker PATH    use this medprof-worker instead of building one (skips build_worker.sh)
 #   --bundle DIR     the bundle of scripts/bundle.sh (default .carry/bundle)
+#   --metrics        also run the metrics layer (range profiler) in every run
 #   --deadline-s N   the whole script's budget in seconds (default 560, inside a 10-minute
 #                    device call): the study is cancelled when its share runs out, and the
 #                    outputs are still written
@@ -40,9 +41,9 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 presets="baseline,opt1,opt2,opt12,bf16"
-volume=128 steps=5 warmup=2 tiny=0 worker="" bundle="${root}/.carry/bundle" deadline_s=560
+volume=128 steps=5 warmup=2 tiny=0 worker="" bundle="${root}/.carry/bundle" deadline_s=560 metrics=0
 argv_text="$0 $*"
-usage() { echo "usage: gpu-node-run.sh [--presets LIST] [--volume N] [--steps N] [--warmup N] [--tiny] [--worker PATH] [--bundle DIR] [--deadline-s N] OUT_DIR" >&2; exit 1; }
+usage() { echo "usage: gpu-node-run.sh [--presets LIST] [--volume N] [--steps N] [--warmup N] [--tiny] [--metrics] [--worker PATH] [--bundle DIR] [--deadline-s N] OUT_DIR" >&2; exit 1; }
 out=""
 volume_set=0 steps_set=0 warmup_set=0
 while [ $# -gt 0 ]; do
@@ -55,7 +56,8 @@ while [ $# -gt 0 ]; do
     --worker) worker="$2"; shift 2 ;;
     --bundle) bundle="$2"; shift 2 ;;
     --deadline-s) deadline_s="$2"; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    --metrics) metrics=1; shift ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     -*) echo "gpu-node-run.sh: unknown option '$1'" >&2; usage ;;
     *) [ -z "${out}" ] || { echo "gpu-node-run.sh: one OUT_DIR only (got '${out}' and '$1')" >&2; usage; }
        out="$1"; shift ;;
@@ -63,12 +65,15 @@ while [ $# -gt 0 ]; do
 done
 [ -n "${out}" ] || usage
 model_flags=()
+[ "${metrics}" = 1 ] && model_flags+=(--metrics)
 if [ "${tiny}" = 1 ]; then
   [ "${volume_set}" = 1 ] || volume=16
   [ "${steps_set}" = 1 ] || steps=2
   [ "${warmup_set}" = 1 ] || warmup=1
-  model_flags=(--base-channels 8 --channel-mult "1,2" --attention-ds 2 --threads 1)
+  model_flags+=(--base-channels 8 --channel-mult "1,2" --attention-ds 2 --threads 1)
 fi
+# (modes may not survive the copy to the GPU machine)
+chmod +x "${bundle}"/bin/* "${bundle}"/libexec/* 2>/dev/null || true
 for b in medprof-server medprof-agent medprof host-exec; do
   [ -x "${bundle}/bin/${b}" ] || {
     echo "gpu-node-run.sh: ${bundle}/bin/${b} is missing: run scripts/bundle.sh on the Debian machine and carry .carry" >&2
@@ -157,7 +162,9 @@ if [ -z "${worker}" ]; then
     exit 1
   fi
   log "worker built in $((SECONDS - start)) s"
-  worker="${root}/${BUILD_DIR:-build-gpu}/bin/medprof-worker"
+  build_dir="${BUILD_DIR:-build-gpu}"
+  case "${build_dir}" in /*) ;; *) build_dir="${root}/${build_dir}" ;; esac
+  worker="${build_dir}/bin/medprof-worker"
   [ -d "${root}/.carry/usr/lib/x86_64-linux-gnu" ] &&
     host_ldlp="${root}/.carry/usr/lib/x86_64-linux-gnu${host_ldlp:+:${host_ldlp}}"
 fi
