@@ -57,7 +57,7 @@ while [ $# -gt 0 ]; do
     --bundle) bundle="$2"; shift 2 ;;
     --deadline-s) deadline_s="$2"; shift 2 ;;
     --metrics) metrics=1; shift ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     -*) echo "gpu-node-run.sh: unknown option '$1'" >&2; usage ;;
     *) [ -z "${out}" ] || { echo "gpu-node-run.sh: one OUT_DIR only (got '${out}' and '$1')" >&2; usage; }
        out="$1"; shift ;;
