@@ -5,6 +5,7 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -159,6 +160,15 @@ TEST_F(ImportNcuTest, ImportedRunsJoinCompareOfTheirStudy) {
   // The cell's utilization comes from the imported kernel metrics (weighted by kernel time).
   ASSERT_TRUE(opt1.metrics().collected()) << opt1.metrics().not_collected();
   EXPECT_NEAR(opt1.metrics().tensor_pipe_pct(), 18.773583, 1e-3);
+
+  // The report of the imported study: both runs in the environment table, marked as ncu imports,
+  // and a Tensor Core mark for each cell (the hand-made export has tensor pipe values too).
+  Cli rep = Run({"report", study, "-o", "-"});
+  ASSERT_EQ(rep.code, client::kExitOk) << rep.err;
+  EXPECT_THAT(rep.out, AllOf(HasSubstr("<title>medprof report: h200 by hand</title>"), HasSubstr("<small>ncu</small>"),
+                             HasSubstr("data-series=\"tensor_pipe_pct\" data-point=\"opt1 \xC2\xB7 NVIDIA H200\""),
+                             HasSubstr("data-series=\"tensor_pipe_pct\" data-point=\"baseline \xC2\xB7 NVIDIA H200\"")));
+  EXPECT_GT(std::count(rep.out.begin(), rep.out.end(), '\n'), 100);
 }
 
 TEST_F(ImportNcuTest, RefusesWhatItCannotStore) {
