@@ -173,7 +173,9 @@ absl::Status TokenService::Revoke(const std::string& token_id) {
 absl::StatusOr<Principal> TokenService::Verify(absl::string_view token) {
   auto parts = SplitToken(token);
   if (!parts.ok()) return absl::UnauthenticatedError(parts.status().message());
-  const auto& [token_id, secret] = *parts;
+  // Named copies, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+  const std::string token_id = parts->first;
+  const std::string secret = parts->second;
   std::optional<TokenRecord> record;
   MEDPROF_RETURN_IF_ERROR(store_.Read([&](StoreTx& tx) -> absl::Status {
     MEDPROF_ASSIGN_OR_RETURN(record, tx.GetToken(token_id));

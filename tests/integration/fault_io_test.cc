@@ -1,0 +1,151 @@
+// Faults between the parts rather than of them: the agent's connection cut or stalled (a TCP
+// proxy of fault_common.h between agent and server), the agent's spool disk full, and the
+// server's SQLite file locked by another process. Every test ends with the invariants of
+// fault_common.h (integrity_check ok, every stored result exactly once, nothing left running).
+#include <signal.h>
+#include <sqlite3.h>
+
+#include "tests/integration/fault_common.h"
+
+namespace medprof::itest::fault {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kSteps = 6;
+
+struct Rig {
+  std::string dir, db;
+  std::unique_ptr<ServerFixture> server;
+  std::unique_ptr<TcpProxy> proxy;
+  std::unique_ptr<Process> agent;
+};
+
+// Server, a proxy in front of it, and an agent that dials the proxy.
+Rig Start(const std::string& name, const std::vector<std::string>& server_args = FastLeases()) {
+  Rig r;
+  r.dir = MakeTempDir(name);
+  r.db = r.dir + "/medprof.db";
+  auto server = ServerFixture::Start(r.db, server_args);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return r;
+  r.server = std::move(*server);
+  r.proxy = std::make_unique<TcpProxy>(r.server->port());
+  auto agent = StartAgent(r.proxy->address(), r.dir + "/agent", "agent-" + name);
+  EXPECT_TRUE(agent.ok()) << agent.status();
+  if (agent.ok()) r.agent = std::move(*agent);
+  return r;
+}
+
+bool WaitSteps(const Rig& r, const std::string& study, int n) {
+  return Eventually(
+      [&] {
+        return Count(r.db, absl::StrCat("SELECT COUNT(*) FROM run_steps s JOIN runs r ON s.run_id = r.run_id "
+                                        "WHERE r.study_id = '", study, "' AND r.state = 'running'")) >= n ||
+               StudyDone(r.db, study);
+      },
+      kLong);
+}
+
+void ExpectSucceeds(const Rig& r, const std::string& study) {
+  ASSERT_TRUE(Eventually([&] { return StudyDone(r.db, study); }, kLong)) << r.agent->AllOutput().substr(0, 20000);
+  EXPECT_EQ(CheckInvariants(r.db, study, kSteps), "succeeded");
+}
+
+// A 10 s lease: after a cut the agent is back within about 5 s (gRPC's reconnect backoff plus
+// the agent's own register backoff of 0.3, 0.8, 1.8, 3.6 s), so a 1.5 s cut costs no run. (With
+// the 2.5 s lease of the other tests even a 300 ms cut loses the run: it is requeued and
+// succeeds, as in ConnectionCutLongerThanTheLease.)
+TEST(FaultIoTest, ConnectionCutShorterThanTheLease) {
+  Rig r = Start("cut-short", {"--lease-ttl-ms", "10000", "--heartbeat-interval-ms", "1000"});
+  ASSERT_TRUE(r.agent);
+  const std::string study = Submit(r.server->address(), kSteps);
+  ASSERT_TRUE(WaitSteps(r, study, 1));
+  r.proxy->Cut();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  r.proxy->Restore();
+  ExpectSucceeds(r, study);
+  // The lease held: one run did it all.
+  EXPECT_EQ(Count(r.db, absl::StrCat("SELECT COUNT(*) FROM runs WHERE study_id = '", study, "'")), 1);
+}
+
+TEST(FaultIoTest, ConnectionCutLongerThanTheLease) {
+  Rig r = Start("cut-long");
+  ASSERT_TRUE(r.agent);
+  const std::string study = Submit(r.server->address(), kSteps);
+  ASSERT_TRUE(WaitSteps(r, study, 1));
+  r.proxy->Cut();
+  // The server declares the run lost after 2.5 s without heartbeats.
+  ASSERT_TRUE(Eventually(
+      [&] { return Count(r.db, absl::StrCat("SELECT COUNT(*) FROM runs WHERE study_id = '", study,
+                                            "' AND state = 'lost'")) == 1; },
+      std::chrono::seconds(20)));
+  r.proxy->Restore();
+  ExpectSucceeds(r, study);
+  EXPECT_EQ(Count(r.db, absl::StrCat("SELECT COUNT(*) FROM runs WHERE study_id = '", study, "'")), 2);
+  EXPECT_GE(r.proxy->connections(), 2) << "the agent dialled again";
+}
+
+TEST(FaultIoTest, ConnectionStalled) {
+  Rig r = Start("stall");
+  ASSERT_TRUE(r.agent);
+  const std::string study = Submit(r.server->address(), kSteps);
+  ASSERT_TRUE(WaitSteps(r, study, 1));
+  r.proxy->Stall();  // bytes stop, connections stay open (a hung middlebox)
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  r.proxy->Restore();
+  ExpectSucceeds(r, study);
+}
+
+// Disk full in the agent's spool, injected with RLIMIT_FSIZE (a per-file size limit that needs
+// no mount rights; SIGXFSZ ignored so a write fails with EFBIG as on a full disk). The agent
+// stops the worker, fails the run with the cause, and keeps running and heartbeating.
+TEST(FaultIoTest, AgentSpoolDiskFull) {
+  const std::string dir = MakeTempDir("diskfull");
+  const std::string db = dir + "/medprof.db";
+  auto server = ServerFixture::Start(db, FastLeases());
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<std::string> argv = {"/bin/bash", "-c", "trap '' XFSZ; ulimit -f 4; exec \"$0\" \"$@\"",
+                                   BinPath("medprof-agent"), "--server", (*server)->address(), "--work-dir",
+                                   dir + "/agent", "--name", "agent-full", "--worker", BinPath("medprof-worker")};
+  std::filesystem::create_directories(dir + "/agent");
+  auto agent = Process::Start(argv, {{"OMP_NUM_THREADS", "1"}}, dir + "/agent.log");
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  // 4 KiB per file: the spool of a 40-step run does not fit.
+  const std::string study = Submit((*server)->address(), 40, 1);
+  ASSERT_TRUE(Eventually([&] { return StudyDone(db, study); }, kLong)) << (*agent)->AllOutput();
+  EXPECT_EQ(CheckInvariants(db, study, 40), "failed");
+  const auto error = Rows(db, absl::StrCat("SELECT error FROM jobs WHERE study_id = '", study, "'"));
+  ASSERT_FALSE(error.empty());
+  EXPECT_THAT(error[0][0], HasSubstr("spool write failed")) << (*agent)->AllOutput();
+  EXPECT_THAT(error[0][0], HasSubstr("File too large"));
+  EXPECT_TRUE((*agent)->Running()) << "the agent survives a full disk";
+  // ... and still heartbeats.
+  const int64_t seen = Count(db, "SELECT last_seen_unix_ms FROM agents WHERE name = 'agent-full'");
+  EXPECT_TRUE(Eventually(
+      [&] { return Count(db, "SELECT last_seen_unix_ms FROM agents WHERE name = 'agent-full'") > seen; },
+      std::chrono::seconds(5)));
+}
+
+// Another process holds the database's write lock for longer than the server's busy timeout
+// (5 s): writes fail with UNAVAILABLE meanwhile, agents retry, and once the lock is released
+// the study completes with everything stored once.
+TEST(FaultIoTest, SqliteLockedByAnotherProcess) {
+  Rig r = Start("locked");
+  ASSERT_TRUE(r.agent);
+  const std::string study = Submit(r.server->address(), kSteps);
+  ASSERT_TRUE(WaitSteps(r, study, 1));
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(r.db.c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  ASSERT_EQ(sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  std::this_thread::sleep_for(std::chrono::seconds(7));
+  ASSERT_EQ(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  EXPECT_GE(r.server->process().CountLines("database is locked"), 1) << "the lock was felt";
+  ExpectSucceeds(r, study);
+  EXPECT_TRUE(r.server->process().Running());
+}
+
+}  // namespace
+}  // namespace medprof::itest::fault
