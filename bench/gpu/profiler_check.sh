@@ -17,7 +17,7 @@
 #
 #   bash bench/gpu/profiler_check.sh [OUT_DIR]
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 out="${1:-${OUT:-profiler-out}}"
 mkdir -p "$out"
 stages="${STAGES:-build smoke overhead char ncu study}"
@@ -29,10 +29,11 @@ has() { [[ " $stages " == *" $1 "* ]]; }
 
 run_worker() {  # name, args...
   local name=$1; shift
-  local t0=$(date +%s.%N)
+  local t0 t1 rc
+  t0=$(date +%s.%N)
   "$worker" "$@" --out "$out/$name.pb" 2>"$out/$name.log"
-  local rc=$?
-  local t1=$(date +%s.%N)
+  rc=$?
+  t1=$(date +%s.%N)
   "$worker" --decode "$out/$name.pb" >"$out/$name.jsonl" 2>>"$out/$name.log"
   say "$name: exit $rc, wall $(python3 -c "print(f'{$t1-$t0:.1f}')") s; $(grep -E 'done:' "$out/$name.log" | sed 's/.*done:/done:/')"
   python3 - "$out/$name.jsonl" <<'PY' | tee -a "$summary"
