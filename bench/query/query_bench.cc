@@ -1,0 +1,403 @@
+// medprof-query-bench: how fast the server answers the study's questions on a large store.
+//
+// Fills a SQLite store (a file, WAL, synchronous=NORMAL — the server's settings) with --runs
+// generated succeeded runs (default 10,000: 100 studies x 4 presets x 25 repeats over 3 GPUs),
+// each with 10 steps, 100 kernel rows and 50 metric values (25 at scope phase:fwd, 25 at scope
+// run), then times, on that store:
+//   * compare over a study of 100 runs (QueryEngine::Compare, study_id),
+//   * compare over a run filter of 100 runs picked across studies (run_ids),
+//   * a kernel diff of two runs (QueryEngine::Diff),
+//   * ingest of one run's results in one window (ResultIngestor::Ingest: RunStarted, 10 steps,
+//     100 kernels, 50 metric values, 10 findings, a timeline, the summary — one transaction),
+// and prints median / p99 per query. Targets (docs/queries.md): compare p99 < 50 ms, ingest of
+// one run < 5 ms. Exit code 1 with --check when a target is missed.
+//
+//   medprof-query-bench [--runs N] [--iterations N] [--db PATH] [--check]
+#include <algorithm>
+#include <time.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "server/domain/domain.h"
+#include "server/domain/query_engine.h"
+#include "server/store/sqlite_store.h"
+
+namespace medprof::bench {
+namespace {
+
+using server::StoreTx;
+
+constexpr const char* kPresets[] = {"baseline", "opt1", "opt2", "opt12"};
+constexpr const char* kGpus[] = {"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-32GB"};
+constexpr const char* kCategories[] = {"conv", "gemm", "norm", "elementwise", "layout", "copy", "reduction"};
+constexpr int kRunsPerStudy = 100;
+constexpr int kKernels = 100;
+constexpr int kMetrics = 50;
+constexpr int kSteps = 10;
+
+double Ms(std::chrono::steady_clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+struct Figures {
+  double median = 0, p99 = 0, max = 0;
+};
+
+Figures Summarize(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  Figures f;
+  f.median = server::Quantile(v, 0.5);
+  f.p99 = server::Quantile(v, 0.99);
+  f.max = v.back();
+  return f;
+}
+
+double ThreadCpuMs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+std::string KernelName(int i) { return absl::StrCat("void kernel_", i, "<float, 128, 4>(Params<float>)"); }
+
+std::vector<server::KernelRow> MakeKernels(std::mt19937_64& rng) {
+  std::vector<server::KernelRow> rows;
+  for (int i = 0; i < kKernels; ++i) {
+    server::KernelRow k;
+    k.name = KernelName(i);
+    k.op = absl::StrCat("aten::op", i % 30);
+    k.phase = i % 3 == 0 ? "fwd" : (i % 3 == 1 ? "bwd" : "optim");
+    k.category = kCategories[i % 7];
+    k.count = 10 + static_cast<int64_t>(rng() % 20);
+    k.total_ns = 1000 + static_cast<int64_t>(rng() % 5'000'000);
+    k.min_ns = 100;
+    k.max_ns = k.total_ns;
+    k.grid = {128, 1, 1};
+    k.block = {256, 1, 1};
+    k.registers = 64;
+    k.theoretical_occupancy = 0.5;
+    rows.push_back(std::move(k));
+  }
+  return rows;
+}
+
+std::vector<server::MetricRow> MakeMetrics(std::mt19937_64& rng) {
+  static const std::vector<std::string> names = {
+      "sm_cycles", "warp_instructions", "duration_ns", "tensor_pipe_pct", "fma_pipe_pct", "achieved_occupancy_pct",
+      "l1_hit_pct", "l2_hit_pct", "dram_throughput_pct", "cpi", "stall.long_scoreboard", "stall.math_pipe_throttle",
+      "stall.wait", "stall.barrier", "stall.short_scoreboard", "stall.mio_throttle", "stall.lg_throttle",
+      "stall.not_selected", "stall.selected", "ipc", "issue_active_pct", "sm_throughput_pct", "dram_bytes",
+      "inst_pipe.fma", "inst_pipe.alu"};
+  std::vector<server::MetricRow> rows;
+  for (int i = 0; i < kMetrics; ++i) {
+    const bool phase = i < 25;
+    rows.push_back(server::MetricRow{phase ? "phase:fwd" : "run",
+                                     phase ? names[i % names.size()] : absl::StrCat("share.", kCategories[i % 7], i),
+                                     static_cast<double>(rng() % 10000) / 100.0, ""});
+  }
+  return rows;
+}
+
+absl::Status Fill(server::Store& store, int runs, std::vector<std::string>* run_ids,
+                  std::vector<std::string>* study_ids) {
+  std::mt19937_64 rng(42);
+  const int studies = (runs + kRunsPerStudy - 1) / kRunsPerStudy;
+  int made = 0;
+  for (int s = 0; s < studies; ++s) {
+    MEDPROF_RETURN_IF_ERROR(store.Write([&](StoreTx& tx) -> absl::Status {
+      server::StudyRecord st;
+      st.study_id = absl::StrFormat("st-%012d", s);
+      st.name = "bench";
+      st.project = "default";
+      st.created_unix_ms = 1;
+      MEDPROF_RETURN_IF_ERROR(tx.InsertStudy(st));
+      study_ids->push_back(st.study_id);
+      for (int i = 0; i < kRunsPerStudy && made < runs; ++i, ++made) {
+        server::JobRecord j;
+        j.job_id = absl::StrFormat("job-%012d", made);
+        j.study_id = st.study_id;
+        j.preset = kPresets[i % 4];
+        j.repeat = i / 4 + 1;
+        j.state = server::JobState::kSucceeded;
+        j.config_json = "{}";
+        MEDPROF_RETURN_IF_ERROR(tx.InsertJob(j));
+        server::RunRecord r;
+        r.run_id = absl::StrFormat("run-%012d", made);
+        r.job_id = j.job_id;
+        r.study_id = st.study_id;
+        r.agent_id = "agent-bench";
+        r.device_index = 0;
+        r.state = server::RunState::kSucceeded;
+        MEDPROF_RETURN_IF_ERROR(tx.InsertRun(r));
+        r.gpu_name = kGpus[(i / 4) % 3];
+        r.backend = "cupti";
+        r.summary_json = R"({"measured_steps":10,"layers":[{"layer":"trace","ran":true},{"layer":"metrics","ran":true}]})";
+        MEDPROF_RETURN_IF_ERROR(tx.UpdateRunResults(r));
+        MEDPROF_RETURN_IF_ERROR(tx.UpdateRunState(r));
+        std::vector<server::StepRow> steps;
+        for (int k = 0; k < kSteps; ++k) {
+          steps.push_back(server::StepRow{.phase = 2, .step = k, .wall_ns = 10'000'000 + static_cast<int64_t>(rng() % 1'000'000)});
+        }
+        MEDPROF_RETURN_IF_ERROR(tx.InsertSteps(r.run_id, steps));
+        MEDPROF_RETURN_IF_ERROR(tx.InsertKernels(r.run_id, MakeKernels(rng)));
+        MEDPROF_RETURN_IF_ERROR(tx.InsertMetrics(r.run_id, MakeMetrics(rng)));
+        run_ids->push_back(r.run_id);
+      }
+      return absl::OkStatus();
+    }));
+  }
+  return absl::OkStatus();
+}
+
+// One run's upload, as the agent sends it (one window).
+std::vector<server::ResultChunk> RunChunks(const std::string& run_id, const std::string& agent_id,
+                                           std::mt19937_64& rng) {
+  std::vector<v1::WorkerMessage> msgs;
+  v1::WorkerMessage m;
+  m.mutable_started()->mutable_environment()->set_gpu_name(kGpus[0]);
+  m.mutable_started()->set_backend("cupti");
+  msgs.push_back(m);
+  for (int k = 0; k < kSteps; ++k) {
+    m.Clear();
+    m.mutable_step()->set_phase(v1::PHASE_TRAIN);
+    m.mutable_step()->set_step(k);
+    m.mutable_step()->set_wall_ns(10'000'000);
+    (*m.mutable_step()->mutable_phase_ns())["fwd"] = 3'000'000;
+    msgs.push_back(m);
+  }
+  m.Clear();
+  for (const server::KernelRow& k : MakeKernels(rng)) {
+    auto* s = m.mutable_kernels()->add_kernels();
+    s->set_name(k.name);
+    s->set_op(k.op);
+    s->set_phase(k.phase);
+    s->set_category(k.category);
+    s->set_count(k.count);
+    s->set_total_ns(k.total_ns);
+  }
+  msgs.push_back(m);
+  m.Clear();
+  for (const server::MetricRow& r : MakeMetrics(rng)) {
+    auto* v = m.mutable_metrics()->add_values();
+    v->set_scope(r.scope);
+    v->set_name(r.name);
+    v->set_value(r.value);
+  }
+  msgs.push_back(m);
+  m.Clear();
+  for (int i = 0; i < 10; ++i) {
+    auto* f = m.mutable_findings()->add_findings();
+    f->set_kernel(KernelName(i));
+    f->set_rule("memory_bound");
+    f->set_priority(0.01 * i);
+  }
+  msgs.push_back(m);
+  m.Clear();
+  m.mutable_timeline()->set_steps(1);
+  for (int i = 0; i < 200; ++i) {
+    auto* e = m.mutable_timeline()->add_events();
+    e->set_name(KernelName(i % kKernels));
+    e->set_kind("kernel");
+    e->set_start_ns(i * 1000);
+    e->set_duration_ns(900);
+  }
+  msgs.push_back(m);
+  m.Clear();
+  m.mutable_summary()->set_measured_steps(kSteps);
+  msgs.push_back(m);
+  std::vector<server::ResultChunk> chunks;
+  for (size_t i = 0; i < msgs.size(); ++i) chunks.push_back(server::ResultChunk{run_id, agent_id, i + 1, msgs[i]});
+  return chunks;
+}
+
+int Main(int argc, char** argv) {
+  int runs = 10000, iterations = 200;
+  bool check = false;
+  std::string db;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
+    else if (a == "--iterations" && i + 1 < argc) iterations = std::atoi(argv[++i]);
+    else if (a == "--db" && i + 1 < argc) db = argv[++i];
+    else if (a == "--check") check = true;
+    else {
+      std::fprintf(stderr, "usage: medprof-query-bench [--runs N] [--iterations N] [--db PATH] [--check]\n");
+      return 2;
+    }
+  }
+  if (runs < 200 || iterations < 10) {
+    std::fprintf(stderr, "--runs must be >= 200 and --iterations >= 10\n");
+    return 2;
+  }
+  logging::Init("medprof-query-bench", LogLevel::kWarn);
+  std::string dir;
+  if (db.empty()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "medprof-query-bench-XXXXXX").string();
+    dir = mkdtemp(tmpl.data());
+    db = dir + "/bench.db";
+  }
+  server::SqliteStoreOptions so;
+  so.path = db;
+  auto store = server::SqliteStore::Open(so);
+  if (!store.ok()) {
+    std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
+    return 2;
+  }
+  auto domain = server::Domain::Create(store->get(), Clock::Real(), server::DomainOptions());
+  if (!domain.ok()) return 2;
+  server::QueryEngine& q = (*domain)->queries();
+  const server::CallContext ctx = server::CallContext::Background();
+
+  std::vector<std::string> run_ids, study_ids;
+  auto t0 = std::chrono::steady_clock::now();
+  if (absl::Status s = Fill(**store, runs, &run_ids, &study_ids); !s.ok()) {
+    std::fprintf(stderr, "fill: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  const double fill_s = Ms(std::chrono::steady_clock::now() - t0) / 1000.0;
+  std::printf("store: %d runs (%zu studies of %d), %d kernel rows, %d metric values, %d steps; filled in %.1f s\n",
+              runs, study_ids.size(), kRunsPerStudy, runs * kKernels, runs * kMetrics, runs * kSteps, fill_s);
+
+  std::mt19937_64 rng(7);
+  // Wall time (what a client sees) and this thread's CPU time (what the query costs, without the
+  // time other processes of a shared machine take from it).
+  auto time_it = [&](const char* what, auto fn) {
+    std::vector<double> ms, cpu;
+    for (int i = 0; i < iterations; ++i) {
+      const double cpu0 = ThreadCpuMs();
+      auto start = std::chrono::steady_clock::now();
+      if (absl::Status s = fn(); !s.ok()) {
+        std::fprintf(stderr, "%s: %s\n", what, s.ToString().c_str());
+        std::exit(2);
+      }
+      ms.push_back(Ms(std::chrono::steady_clock::now() - start));
+      cpu.push_back(ThreadCpuMs() - cpu0);
+    }
+    const Figures f = Summarize(ms);
+    const Figures c = Summarize(cpu);
+    std::printf("%-52s wall median %7.2f ms p99 %7.2f ms | cpu median %6.2f ms p99 %6.2f ms (%d)\n", what, f.median,
+                f.p99, c.median, c.p99, iterations);
+    return f;
+  };
+
+  size_t cells = 0;
+  const Figures cmp_study = time_it("compare, one study of 100 runs (12 cells)", [&]() -> absl::Status {
+    server::CompareRequest r;
+    r.study_id = study_ids[rng() % study_ids.size()];
+    MEDPROF_ASSIGN_OR_RETURN(server::CompareResult out, q.Compare(ctx, r));
+    cells = out.cells.size();
+    return out.runs_compared == kRunsPerStudy ? absl::OkStatus() : absl::InternalError("wrong run count");
+  });
+  const Figures cmp_filter = time_it("compare, run filter of 100 runs across studies", [&]() -> absl::Status {
+    server::CompareRequest r;
+    for (int i = 0; i < 100; ++i) r.run_ids.push_back(run_ids[rng() % run_ids.size()]);
+    std::sort(r.run_ids.begin(), r.run_ids.end());
+    r.run_ids.erase(std::unique(r.run_ids.begin(), r.run_ids.end()), r.run_ids.end());
+    MEDPROF_ASSIGN_OR_RETURN(server::CompareResult out, q.Compare(ctx, r));
+    return out.runs_compared == static_cast<int>(r.run_ids.size()) ? absl::OkStatus()
+                                                                     : absl::InternalError("wrong run count");
+  });
+  time_it("store reads only: the rows compare reads for 100 runs", [&]() -> absl::Status {
+    const size_t first = (rng() % (run_ids.size() - 100));
+    return (*store)->Read([&](StoreTx& tx) -> absl::Status {
+      for (size_t i = first; i < first + 100; ++i) {
+        MEDPROF_ASSIGN_OR_RETURN(auto run, tx.GetRun(run_ids[i]));
+        MEDPROF_ASSIGN_OR_RETURN(auto job, tx.GetJob(run->job_id));
+        MEDPROF_RETURN_IF_ERROR(tx.ListSteps(run_ids[i]).status());
+        MEDPROF_RETURN_IF_ERROR(tx.ListKernels(run_ids[i]).status());
+        MEDPROF_RETURN_IF_ERROR(tx.ListOps(run_ids[i]).status());
+        MEDPROF_RETURN_IF_ERROR(tx.ListMetrics(run_ids[i]).status());
+        MEDPROF_RETURN_IF_ERROR(tx.ListFindings(run_ids[i]).status());
+      }
+      return absl::OkStatus();
+    });
+  });
+  const Figures diff = time_it("kernel diff of two runs (100 kernels each)", [&]() -> absl::Status {
+    server::DiffRequest r;
+    r.run_a = run_ids[rng() % run_ids.size()];
+    r.run_b = run_ids[rng() % run_ids.size()];
+    MEDPROF_ASSIGN_OR_RETURN(server::DiffResult out, q.Diff(ctx, r));
+    return out.rows.empty() ? absl::InternalError("empty diff") : absl::OkStatus();
+  });
+  const Figures kernels = time_it("kernels of one run (100 rows)", [&]() -> absl::Status {
+    server::KernelsRequest r;
+    r.run_id = run_ids[rng() % run_ids.size()];
+    return q.Kernels(ctx, r).status();
+  });
+
+  // Ingest: runs leased through the real scheduler, then one window each.
+  server::RegisterAgentRequest reg;
+  reg.protocol_version = 1;
+  reg.agent_name = "bench-agent";
+  reg.max_concurrent_jobs = 1;
+  server::DeviceRecord d;
+  d.index = 0;
+  d.kind = "cuda";
+  d.name = kGpus[0];
+  reg.devices = {d};
+  auto agent = (*domain)->agents().Register(ctx, reg);
+  if (!agent.ok()) return 2;
+  server::SubmitStudyRequest sub;
+  sub.presets = {"baseline"};
+  sub.config.set_volume(16);
+  sub.config.set_base_channels(8);
+  sub.repeats = std::min(iterations, 100);
+  auto submitted = (*domain)->studies().SubmitStudy(ctx, sub);
+  if (!submitted.ok()) {
+    std::fprintf(stderr, "submit: %s\n", submitted.status().ToString().c_str());
+    return 2;
+  }
+  std::vector<double> ingest_ms, ingest_cpu;
+  for (int i = 0; i < sub.repeats; ++i) {
+    server::AcquireJobRequest acq;
+    acq.agent_id = agent->agent_id;
+    auto a = (*domain)->scheduler().AcquireJob(ctx, acq);
+    if (!a.ok() || !a->has_value()) return 2;
+    const std::vector<server::ResultChunk> chunks = RunChunks((*a)->run_id, agent->agent_id, rng);
+    const double cpu0 = ThreadCpuMs();
+    auto start = std::chrono::steady_clock::now();
+    auto done = (*domain)->ingestor().Ingest(ctx, chunks);
+    ingest_ms.push_back(Ms(std::chrono::steady_clock::now() - start));
+    ingest_cpu.push_back(ThreadCpuMs() - cpu0);
+    if (!done.ok()) {
+      std::fprintf(stderr, "ingest: %s\n", done.status().ToString().c_str());
+      return 2;
+    }
+    server::FinishRunRequest fin;
+    fin.agent_id = agent->agent_id;
+    fin.run_id = (*a)->run_id;
+    fin.state = server::RunState::kSucceeded;
+    fin.last_seq = chunks.size();
+    if (!(*domain)->scheduler().FinishRun(ctx, fin).ok()) return 2;
+  }
+  const Figures ingest = Summarize(ingest_ms);
+  const Figures ingest_c = Summarize(ingest_cpu);
+  std::printf("%-52s wall median %7.2f ms p99 %7.2f ms | cpu median %6.2f ms p99 %6.2f ms (%zu)\n",
+              "ingest of one run (one window, one transaction)", ingest.median, ingest.p99, ingest_c.median,
+              ingest_c.p99, ingest_ms.size());
+  (void)kernels;
+  (void)cells;
+
+  const bool ok_compare = cmp_study.p99 < 50 && cmp_filter.p99 < 50;
+  const bool ok_ingest = ingest.p99 < 5;
+  std::printf("targets: compare p99 < 50 ms: %s (%.2f / %.2f ms); ingest of one run < 5 ms: %s (p99 %.2f ms); "
+              "diff p99 %.2f ms\n",
+              ok_compare ? "met" : "MISSED", cmp_study.p99, cmp_filter.p99, ok_ingest ? "met" : "MISSED", ingest.p99,
+              diff.p99);
+  if (!dir.empty()) std::filesystem::remove_all(dir);
+  return check && !(ok_compare && ok_ingest) ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace medprof::bench
+
+int main(int argc, char** argv) { return medprof::bench::Main(argc, argv); }
