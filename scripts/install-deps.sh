@@ -41,10 +41,10 @@ build_pkgs=(
   libcli11-dev nlohmann-json3-dev libbenchmark-dev libabsl-dev
   prometheus-cpp-dev libtorch-dev libopenblas0-pthread
 )
-# Test tools. (clang and libFuzzer come with the fuzzing work.)
+# Test tools. clang + libclang-rt-dev (libFuzzer, ASan, UBSan runtimes): scripts/fuzz.sh.
 # systemd: systemd-analyze verifies deploy/systemd/ (tests/deploy).
 # chromium: headless, renders the HTML report in tests/report (DevTools protocol on a pipe).
-test_pkgs=(shellcheck python3 systemd chromium)
+test_pkgs=(shellcheck python3 systemd chromium clang libclang-rt-dev)
 runtime_pkgs=(libgrpc++1.51 libsqlite3-0 libopenblas0-pthread)
 if [ "${libtorch}" = 0 ]; then
   kept=()
