@@ -3,15 +3,14 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <array>
 #include <type_traits>
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "server/store/migrations.h"
@@ -27,11 +26,19 @@ constexpr std::array<absl::string_view, 16> kTables = {
 
 std::string JoinInts(const std::vector<int>& v) { return absl::StrJoin(v, ","); }
 
+// "128,1,1" -> {128, 1, 1}; empty and unparsable items are skipped. Hand-rolled with
+// std::from_chars: it runs for every kernel row compare reads (two lists per row), where
+// StrSplit + SimpleAtoi showed in the query benchmark's profile.
 std::vector<int> SplitInts(const std::string& text) {
   std::vector<int> out;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+  const char* p = text.data();
+  const char* const end = p + text.size();
+  while (p < end) {
+    const char* comma = std::find(p, end, ',');
     int v = 0;
-    if (absl::SimpleAtoi(part, &v)) out.push_back(v);
+    const auto [ptr, ec] = std::from_chars(p, comma, v);
+    if (ec == std::errc() && ptr == comma) out.push_back(v);
+    p = comma == end ? end : comma + 1;
   }
   return out;
 }
