@@ -373,8 +373,18 @@ std::string PriorityTable(const ReportInput& in) {
       }
     }
   } else {
-    // Older servers: top kernels by time per succeeded run, no findings.
-    notes.push_back("findings not collected: the server's compare has no per-kernel priorities; kernels are ranked by GPU time");
+    // No cell has top kernels: the cells say why (e.g. no GPU), or an older server has no
+    // per-kernel priorities at all; then each run's top kernels by GPU time, without findings.
+    for (const v1::CompareCell& c : in.compare.cells()) {
+      if (!c.findings_note().empty()) {
+        notes.push_back(absl::StrCat(c.preset(), kDot, c.gpu(), " ", config::PhaseName(c.phase()), ": ",
+                                     c.findings_note()));
+      }
+    }
+    if (notes.empty()) {
+      notes.push_back(
+          "findings not collected: the server's compare has no per-kernel priorities; kernels are ranked by GPU time");
+    }
     for (const v1::Run& r : in.run_details) {
       std::vector<const v1::KernelStat*> ks;
       int64_t total = 0;
