@@ -12,6 +12,8 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/logging.h"
+#include "google/protobuf/stubs/logging.h"
 #include "medprof/v1/service.pb.h"
 #include "server/domain/domain.h"
 #include "server/rpc/auth.h"
@@ -72,6 +74,13 @@ bool Parse(const uint8_t* data, size_t size, Proto* p) {
 }
 
 }  // namespace
+
+// Quiet: protobuf's complaints about invalid UTF-8 and the domain's info lines are expected.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  google::protobuf::SetLogHandler(nullptr);
+  medprof::logging::Init("request_fuzzer", medprof::LogLevel::kOff);
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
