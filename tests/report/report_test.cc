@@ -144,10 +144,10 @@ std::vector<v1::WorkerMessage> RunRecords(const std::string& preset, bool gpu, c
     double tensor, fma, l2, dram;
   };
   std::vector<K> ks = {
-      {tf32 ? kConvTf32 : kConvFp32, "aten::cudnn_convolution", "conv", step_ms * (nhwc ? 0.45 : 0.70), tf32 ? 62 : 0,
-       tf32 ? 9 : 71, nhwc ? 78 : 64, nhwc ? 22 : 35},
+      {tf32 ? kConvTf32 : kConvFp32, "aten::cudnn_convolution", "conv", step_ms * (nhwc ? 0.45 : 0.70), tf32 ? 62.0 : 0.0,
+       tf32 ? 9.0 : 71.0, nhwc ? 78.0 : 64.0, nhwc ? 22.0 : 35.0},
       {kNorm, "aten::native_group_norm", "norm", step_ms * 0.12, 0, 18, 55, 71},
-      {kSilu, "aten::silu", "elementwise", step_ms * (nhwc ? 0.18 : 0.18), 0, 12, 48, 83},
+      {kSilu, "aten::silu", "elementwise", step_ms * 0.18, 0, 12, 48, 83},
   };
   if (nhwc) ks.push_back({kToNhwc, "aten::contiguous", "layout", step_ms * 0.25, 0, 3, 81, 64});
   v1::WorkerMessage kernels;
