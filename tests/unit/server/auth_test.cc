@@ -593,8 +593,56 @@ TEST_F(AuthWireTest, AMalformedRequestOfEachKindNamesTheField) {
     v1::FinishRunResponse out;
     got["state"] = ToAbsl(agents_->FinishRun(none().get(), r, &out));
   }
-  for (const auto& [field, status] : got) {
-    SCOPED_TRACE(field);
+  {
+    v1::WatchStudyRequest r;
+    auto ctx = none();
+    auto reader = people_->WatchStudy(ctx.get(), r);
+    v1::StudyEvent e;
+    while (reader->Read(&e)) {
+    }
+    got["study_id (watch)"] = ToAbsl(reader->Finish());
+  }
+  {
+    v1::ListRunsRequest r;
+    r.set_limit(20000);
+    v1::ListRunsResponse out;
+    got["limit (runs)"] = ToAbsl(people_->ListRuns(none().get(), r, &out));
+  }
+  {
+    v1::HeartbeatRequest r;
+    v1::HeartbeatResponse out;
+    got["agent_id"] = ToAbsl(agents_->Heartbeat(none().get(), r, &out));
+  }
+  {
+    auto ctx = none();
+    v1::UploadAck ack;
+    auto writer = agents_->UploadResults(ctx.get(), &ack);
+    v1::ResultChunk c;
+    c.set_run_id("run-000000000000");
+    c.set_agent_id("agent-000000000000");
+    c.set_seq(0);
+    writer->Write(c);
+    writer->WritesDone();
+    got["seq"] = ToAbsl(writer->Finish());
+  }
+  {
+    v1::ListKernelsRequest r;
+    v1::ListKernelsResponse out;
+    got["run_id (kernels)"] = ToAbsl(people_->ListKernels(none().get(), r, &out));
+  }
+  {
+    v1::DiffRunsRequest r;
+    v1::DiffRunsResponse out;
+    got["run_a"] = ToAbsl(people_->DiffRuns(none().get(), r, &out));
+  }
+  {
+    v1::GetTimelineRequest r;
+    v1::GetTimelineResponse out;
+    got["run_id (timeline)"] = ToAbsl(people_->GetTimeline(none().get(), r, &out));
+  }
+  for (const auto& [key, status] : got) {
+    const std::string field = key.substr(0, key.find(' '));
+    SCOPED_TRACE(key);
     EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(field)));
   }
 }
