@@ -151,7 +151,8 @@ TEST(QueryFlowTest, FourPresetsOnTheCpuComparedKernelsDiffedExported) {
   }
   EXPECT_EQ(dj.at("a_total_ns"), a_total);
 
-  // export: the timeline when the worker stored one, else a clear refusal naming why.
+  // export: the timeline when the worker stored one, else a clear refusal naming why (on the CPU:
+  // the trace layer's own reason from the run summary).
   auto parts = (*probe)->Int(absl::StrCat("SELECT COUNT(*) FROM run_timelines WHERE run_id = '", run_of["opt1"],
                                           "' AND kind = 'timeline'"));
   ASSERT_TRUE(parts.ok());
@@ -161,7 +162,7 @@ TEST(QueryFlowTest, FourPresetsOnTheCpuComparedKernelsDiffedExported) {
     EXPECT_FALSE(json::parse(trace.out).at("traceEvents").empty());
   } else {
     EXPECT_EQ(trace.exit_code, 2);
-    EXPECT_THAT(trace.err, HasSubstr("has no stored timeline: "));
+    EXPECT_THAT(trace.err, HasSubstr("has no stored timeline: the trace layer did not run ("));
     EXPECT_THAT(trace.err, HasSubstr("FAILED_PRECONDITION"));
   }
   CommandResult csv = Cli((*server)->address(), {"export", run_of["opt1"], "--format", "csv"});
