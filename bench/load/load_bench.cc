@@ -14,7 +14,10 @@
 // resident memory (VmRSS, peak of once-a-second samples; VmHWM at the end). Raises
 // RLIMIT_NOFILE to its hard limit first (the server inherits it: one socket per agent).
 //
-//   medprof-load-bench --server-bin build/bin/medprof-server --agents 1000 --duration-s 180
+//   medprof-load-bench --server-bin build/bin/medprof-server --agents 1000 --duration-s 180 [--tokens]
+//
+// --tokens: the server runs with --auth tokens; an admin token ("*") submits, and every agent
+// has its own agent token (made with `medprof-server token create` before the server starts).
 #include <grpcpp/create_channel.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -58,7 +61,22 @@ struct Flags {
   int ops = 120;
   int kernels = 160;
   int threads = 96;
+  bool tokens = false;
 };
+
+// Runs `medprof-server token create ...` and returns the token it prints ("" on failure).
+std::string CreateToken(const std::string& server_bin, const std::string& db, const std::vector<std::string>& args) {
+  std::string cmd = server_bin + " token create --db " + db;
+  for (const auto& a : args) cmd += " '" + a + "'";
+  cmd += " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return "";
+  char buf[256] = {0};
+  std::string out = fgets(buf, sizeof(buf), p) != nullptr ? std::string(buf) : "";
+  pclose(p);
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
 
 // Latencies of one RPC kind, in microseconds.
 class Histogram {
@@ -90,7 +108,7 @@ class Histogram {
 };
 
 struct Agent {
-  std::string name, id;
+  std::string name, id, token;
   std::unique_ptr<v1::AgentService::Stub> stub;
 };
 
@@ -187,6 +205,7 @@ int main(int argc, char** argv) {
   app.add_option("--ops", f.ops, "op rows per uploaded run")->capture_default_str();
   app.add_option("--kernels", f.kernels, "kernel rows per uploaded run")->capture_default_str();
   app.add_option("--threads", f.threads, "client threads issuing calls")->capture_default_str();
+  app.add_flag("--tokens", f.tokens, "server with --auth tokens; one agent token per agent (made with `token create`)");
   CLI11_PARSE(app, argc, argv);
 
   rlimit nofile{};
@@ -198,12 +217,29 @@ int main(int argc, char** argv) {
   std::filesystem::remove_all(f.dir);
   std::filesystem::create_directories(f.dir);
   const std::string log = f.dir + "/server.log";
+  const std::string db = f.dir + "/load.db";
+  std::string admin_token;
+  std::vector<std::string> agent_tokens(f.agents);
+  if (f.tokens) {
+    const auto t0 = Clock::now();
+    admin_token = CreateToken(f.server_bin, db, {"--role", "admin", "--project", "*"});
+    for (int i = 0; i < f.agents; ++i) {
+      agent_tokens[i] = CreateToken(f.server_bin, db, {"--role", "agent", "--project", "load", "--agent",
+                                                       "load-" + std::to_string(i)});
+      if (agent_tokens[i].empty()) {
+        std::fprintf(stderr, "token create failed for agent %d\n", i);
+        return 2;
+      }
+    }
+    std::printf("created %d tokens in %.1f s\n", f.agents + 1,
+                std::chrono::duration<double>(Clock::now() - t0).count());
+  }
   const pid_t server = fork();
   if (server == 0) {
     std::freopen(log.c_str(), "w", stderr);
-    execl(f.server_bin.c_str(), f.server_bin.c_str(), "--db", (f.dir + "/load.db").c_str(), "--listen",
-          "127.0.0.1:0", "--lease-ttl-ms", "600000", "--heartbeat-interval-ms",
-          std::to_string(f.heartbeat_s * 1000).c_str(), static_cast<char*>(nullptr));
+    execl(f.server_bin.c_str(), f.server_bin.c_str(), "--db", db.c_str(), "--listen", "127.0.0.1:0",
+          "--lease-ttl-ms", "600000", "--heartbeat-interval-ms", std::to_string(f.heartbeat_s * 1000).c_str(),
+          "--auth", f.tokens ? "tokens" : "off", static_cast<char*>(nullptr));
     _exit(127);
   }
   // The port: the one "listening on HOST:PORT" line of the server's log (info level, as deployed).
@@ -229,15 +265,17 @@ int main(int argc, char** argv) {
   // Queue enough jobs: uploads expected = agents * duration / upload period, with margin.
   auto people = v1::MedprofService::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
   const int jobs_needed = f.agents * (f.duration_s / f.upload_s + 2) + f.agents;
-  for (int queued = 0; queued < jobs_needed; queued += 100) {
+  // 400 jobs per submission (4 presets x 100 repeats): within the per-token submission limit.
+  for (int queued = 0; queued < jobs_needed; queued += 400) {
     v1::SubmitStudyRequest s;
     s.set_name("load");
-    s.add_presets("baseline");
+    for (const char* p : {"baseline", "opt1", "opt2", "opt12"}) s.add_presets(p);
     s.mutable_config()->set_volume(16);
     s.mutable_config()->set_steps(f.steps);
     s.set_repeats(100);
     v1::SubmitStudyResponse out;
     grpc::ClientContext ctx;
+    if (f.tokens) ctx.AddMetadata("authorization", "Bearer " + admin_token);
     grpc::Status st = people->SubmitStudy(&ctx, s, &out);
     if (!st.ok()) {
       std::fprintf(stderr, "submit: %s\n", st.error_message().c_str());
@@ -258,9 +296,11 @@ int main(int argc, char** argv) {
           grpc::ChannelArguments args;
           args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // its own connection, like a real agent
           agents[i].name = "load-" + std::to_string(i);
+          agents[i].token = agent_tokens[i];
           agents[i].stub =
               v1::AgentService::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
           grpc::ClientContext ctx;
+          if (!agents[i].token.empty()) ctx.AddMetadata("authorization", "Bearer " + agents[i].token);
           v1::RegisterResponse out;
           const auto t0 = Clock::now();
           grpc::Status st = agents[i].stub->Register(&ctx, Registration(agents[i].name), &out);
@@ -314,6 +354,7 @@ int main(int argc, char** argv) {
         v1::HeartbeatResponse out;
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        if (!a.token.empty()) ctx.AddMetadata("authorization", "Bearer " + a.token);
         const auto t0 = Clock::now();
         grpc::Status st = a.stub->Heartbeat(&ctx, r, &out);
         hb.Add(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count(), st.ok());
@@ -323,6 +364,7 @@ int main(int argc, char** argv) {
         v1::AcquireJobResponse got;
         grpc::ClientContext actx;
         actx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        if (!a.token.empty()) actx.AddMetadata("authorization", "Bearer " + a.token);
         auto t0 = Clock::now();
         grpc::Status st = a.stub->AcquireJob(&actx, r, &got);
         acq.Add(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count(),
@@ -335,6 +377,7 @@ int main(int argc, char** argv) {
           }
           grpc::ClientContext uctx;
           uctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+          if (!a.token.empty()) uctx.AddMetadata("authorization", "Bearer " + a.token);
           v1::UploadAck ack;
           t0 = Clock::now();
           auto writer = a.stub->UploadResults(&uctx, &ack);
@@ -358,6 +401,7 @@ int main(int argc, char** argv) {
           v1::FinishRunResponse fout;
           grpc::ClientContext fctx;
           fctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+          if (!a.token.empty()) fctx.AddMetadata("authorization", "Bearer " + a.token);
           t0 = Clock::now();
           grpc::Status fst = a.stub->FinishRun(&fctx, fr, &fout);
           fin.Add(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count(), fst.ok());
@@ -389,7 +433,8 @@ int main(int argc, char** argv) {
   for (auto& t : pool) t.join();
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
 
-  std::printf("\n%d agents, %d s measured (heartbeat every %d s, one run of %d rows every %d s per agent)\n",
+  std::printf("\n%s\n", f.tokens ? "--auth tokens (one agent token per agent)" : "--auth off");
+  std::printf("%d agents, %d s measured (heartbeat every %d s, one run of %d rows every %d s per agent)\n",
               f.agents, f.duration_s, f.heartbeat_s, f.steps + f.ops + f.kernels, f.upload_s);
   std::printf("sustained uploads: %.2f runs/s (%lld runs, %.0f result rows/s)\n", uploads / secs,
               static_cast<long long>(uploads.load()), rows / secs);
