@@ -246,8 +246,13 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
       if (by_phase.empty()) continue;
       ++runs_compared;
 
-      MEDPROF_ASSIGN_OR_RETURN(std::vector<KernelRow> kernels, tx.ListKernels(run.run_id));
-      MEDPROF_ASSIGN_OR_RETURN(std::vector<OpRow> ops, tx.ListOps(run.run_id));
+      MEDPROF_ASSIGN_OR_RETURN(std::vector<KernelRow> kernels, tx.ListKernelTimes(run.run_id));
+      // Op self times matter only for a cell without any kernel row: read them only for runs
+      // without kernels (a cell mixing both reports kernel time).
+      std::vector<OpRow> ops;
+      if (kernels.empty()) {
+        MEDPROF_ASSIGN_OR_RETURN(ops, tx.ListOps(run.run_id));
+      }
       MEDPROF_ASSIGN_OR_RETURN(std::vector<MetricRow> metrics, tx.ListMetrics(run.run_id));
       MEDPROF_ASSIGN_OR_RETURN(std::vector<FindingRow> findings, tx.ListFindings(run.run_id));
       std::optional<std::vector<LayerRow>> layers;

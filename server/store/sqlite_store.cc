@@ -572,6 +572,22 @@ class SqliteTx : public StoreTx {
     });
   }
 
+  absl::StatusOr<std::vector<KernelRow>> ListKernelTimes(const std::string& run_id) override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
+        "SELECT name, op, phase, category, count, total_ns FROM run_kernels WHERE run_id = ?1 ORDER BY rowid"));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(run_id));
+    return Collect<KernelRow>(*st, [](const Statement& s) {
+      KernelRow r;
+      r.name = s.Text(0);
+      r.op = s.Text(1);
+      r.phase = s.Text(2);
+      r.category = s.Text(3);
+      r.count = s.Int(4);
+      r.total_ns = s.Int(5);
+      return r;
+    });
+  }
+
   absl::StatusOr<std::vector<MetricRow>> ListMetrics(const std::string& run_id) override {
     MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
         "SELECT scope, name, value, unit FROM run_metrics WHERE run_id = ?1 ORDER BY rowid"));

@@ -95,6 +95,9 @@ class StoreTx {
   virtual absl::StatusOr<std::vector<StepRow>> ListSteps(const std::string& run_id) = 0;
   virtual absl::StatusOr<std::vector<OpRow>> ListOps(const std::string& run_id) = 0;
   virtual absl::StatusOr<std::vector<KernelRow>> ListKernels(const std::string& run_id) = 0;
+  // The run's kernel rows with only name, op, phase, category, count and total_ns filled (what
+  // compare reads for every run; the launch shape columns are left empty).
+  virtual absl::StatusOr<std::vector<KernelRow>> ListKernelTimes(const std::string& run_id) = 0;
   virtual absl::StatusOr<std::vector<MetricRow>> ListMetrics(const std::string& run_id) = 0;
 
   // ---- findings and timelines (schema version 3)

@@ -59,7 +59,7 @@ absl::Status Seed(StoreTx& tx) {
   r.study_id = "st-1";
   r.agent_id = "agent-1";
   MEDPROF_RETURN_IF_ERROR(tx.InsertRun(r));
-  return tx.InsertKernels("run-1", {KernelRow{.name = "k", .count = 1, .total_ns = 5}});
+  return tx.InsertKernels("run-1", {KernelRow{.name = "k", .count = 1, .total_ns = 5, .grid = {4, 1, 1}}});
 }
 
 TEST(QueryStore, FindingsTimelinesAndJobCounts) {
@@ -91,6 +91,12 @@ TEST(QueryStore, FindingsTimelinesAndJobCounts) {
     EXPECT_EQ(util.size(), 1u);
     MEDPROF_ASSIGN_OR_RETURN(auto none, tx.ListTimelineParts("run-2", "timeline"));
     EXPECT_TRUE(none.empty());
+    MEDPROF_ASSIGN_OR_RETURN(auto times, tx.ListKernelTimes("run-1"));
+    EXPECT_EQ(times.size(), 1u);
+    EXPECT_EQ(times[0].name, "k");
+    EXPECT_EQ(times[0].count, 1);
+    EXPECT_EQ(times[0].total_ns, 5);
+    EXPECT_TRUE(times[0].grid.empty());  // compare's narrow read leaves the launch shape out
     MEDPROF_ASSIGN_OR_RETURN(auto counts, tx.CountJobsByState());
     EXPECT_THAT(counts, ElementsAre(Pair("queued", 2), Pair("running", 1)));
     MEDPROF_ASSIGN_OR_RETURN(int64_t n, tx.CountRows("run_timelines"));
