@@ -290,7 +290,10 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
         }
         if (!findings.empty()) {
           ++cell.runs_with_findings;
-          for (const auto& [key, p] : priority) {
+          for (const auto& entry : priority) {
+            // Named, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+            const auto& key = entry.first;
+            const auto& p = entry.second;
             auto it = cell.kernels.find(key);
             if (it == cell.kernels.end()) {
               // A finding about a kernel without a trace row (or with another op): match by name.
