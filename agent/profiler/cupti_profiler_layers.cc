@@ -555,33 +555,40 @@ std::vector<v1::WorkerMessage> CuptiProfiler::Results() const {
     }
   }
   {
+    // The raw timeline, in records of at most kTimelineChunk events: one upload request of the
+    // agent stays far below gRPC's 16 MiB message limit, and the server merges the records.
+    constexpr size_t kTimelineChunk = 20000;
     const std::vector<TimelineEvent> events = kernels_->Timeline();
     if (!events.empty()) {
-      v1::WorkerMessage m;
-      v1::Timeline* t = m.mutable_timeline();
       uint64_t origin = UINT64_MAX;
       int steps = 0;
       for (const TimelineEvent& e : events) {
         origin = std::min(origin, e.start_ns);
         steps = std::max(steps, e.step + 1);
       }
-      t->set_origin_unix_ns(static_cast<int64_t>(origin));
-      t->set_steps(steps);
       const KernelAggregatorCounters c = kernels_->counters();
-      t->set_truncated(c.timeline_truncated > 0);
-      for (const TimelineEvent& e : events) {
-        v1::TimelineEvent* o = t->add_events();
-        o->set_name(e.name);
-        o->set_kind(e.kind == RecordKind::kMemcpy ? "memcpy" : e.kind == RecordKind::kMemset ? "memset" : "kernel");
-        o->set_start_ns(static_cast<int64_t>(e.start_ns - origin));
-        o->set_duration_ns(static_cast<int64_t>(e.end_ns - e.start_ns));
-        o->set_stream(static_cast<int32_t>(e.stream_id));
-        o->set_op(e.op);
-        o->set_phase(e.phase);
-        o->set_step(e.step);
-        o->set_category(std::string(taxonomy::CategoryName(taxonomy::ClassifyKernel(e.name, e.op))));
+      for (size_t begin = 0; begin < events.size(); begin += kTimelineChunk) {
+        v1::WorkerMessage m;
+        v1::Timeline* t = m.mutable_timeline();
+        t->set_origin_unix_ns(static_cast<int64_t>(origin));
+        t->set_steps(steps);
+        t->set_truncated(c.timeline_truncated > 0);
+        const size_t end = std::min(events.size(), begin + kTimelineChunk);
+        for (size_t i = begin; i < end; ++i) {
+          const TimelineEvent& e = events[i];
+          v1::TimelineEvent* o = t->add_events();
+          o->set_name(e.name);
+          o->set_kind(e.kind == RecordKind::kMemcpy ? "memcpy" : e.kind == RecordKind::kMemset ? "memset" : "kernel");
+          o->set_start_ns(static_cast<int64_t>(e.start_ns - origin));
+          o->set_duration_ns(static_cast<int64_t>(e.end_ns - e.start_ns));
+          o->set_stream(static_cast<int32_t>(e.stream_id));
+          o->set_op(e.op);
+          o->set_phase(e.phase);
+          o->set_step(e.step);
+          o->set_category(std::string(taxonomy::CategoryName(taxonomy::ClassifyKernel(e.name, e.op))));
+        }
+        out.push_back(std::move(m));
       }
-      out.push_back(std::move(m));
     }
   }
   if (utilization_.has_value()) {
