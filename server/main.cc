@@ -34,6 +34,7 @@ struct Flags {
   int64_t lease_ttl_ms = 30000;
   int64_t heartbeat_interval_ms = 5000;
   int max_attempts_default = 3;
+  int64_t max_result_bytes_per_run = int64_t{512} << 20;
   std::string synchronous = "normal";
   std::string tls_cert, tls_key, tls_client_ca;
   int tls_reload_interval_s = 60;
@@ -159,6 +160,7 @@ int Run(const Flags& flags, const sigset_t& signals) {
   options.lease_ttl_ms = flags.lease_ttl_ms;
   options.heartbeat_interval_ms = flags.heartbeat_interval_ms;
   options.max_attempts_default = flags.max_attempts_default;
+  options.max_result_bytes_per_run = flags.max_result_bytes_per_run;
   if (absl::Status s = options.Validate(); !s.ok()) return Fail(s);
   rpc::GrpcServerOptions server_options;
   server_options.listen = flags.listen;
@@ -263,6 +265,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-attempts-default", flags.max_attempts_default,
                  "attempts per job when a submission does not say (1..10)")
+      ->capture_default_str();
+  app.add_option("--max-result-bytes-per-run", flags.max_result_bytes_per_run,
+                 "bytes of worker records one run may store (1 MiB..64 GiB); past it the upload is refused")
       ->capture_default_str();
   app.add_option("--synchronous", flags.synchronous,
                  "SQLite synchronous level: normal (survives crashes) or full (also power loss)")

@@ -7,6 +7,7 @@
 #include "common/kernel_taxonomy.h"
 #include "common/status.h"
 #include "server/domain/codec.h"
+#include "server/domain/limits.h"
 
 namespace medprof::server {
 namespace {
@@ -96,6 +97,15 @@ absl::StatusOr<CommittedThrough> ResultIngestor::Ingest(const CallContext&, cons
       }
 
       const v1::WorkerMessage& m = c.message;
+      run.result_bytes += static_cast<int64_t>(m.ByteSizeLong());
+      rs.results_dirty = true;
+      if (run.result_bytes > core_.options.max_result_bytes_per_run) {
+        // The whole window rolls back; the agent stops the run on RESOURCE_EXHAUSTED.
+        return limits::LimitExceeded("result_bytes_per_run",
+                                     absl::StrCat("run ", run.run_id, " would hold ", run.result_bytes,
+                                                  " bytes of results with seq ", c.seq),
+                                     core_.options.max_result_bytes_per_run);
+      }
       switch (m.body_case()) {
         case v1::WorkerMessage::kStarted: {
           const v1::RunStarted& s = m.started();

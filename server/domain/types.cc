@@ -26,6 +26,10 @@ absl::Status DomainOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("max_wait_ms: ", max_wait_ms, " is out of range (allowed 0..600000)"));
   }
+  if (max_result_bytes_per_run < (int64_t{1} << 20) || max_result_bytes_per_run > (int64_t{64} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-result-bytes-per-run: ", max_result_bytes_per_run,
+                                                   " is out of range (allowed 1048576..68719476736)"));
+  }
   if (max_jobs_per_study < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_jobs_per_study: ", max_jobs_per_study, " must be positive"));
   }

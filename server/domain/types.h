@@ -36,6 +36,10 @@ struct DomainOptions {
   int64_t max_wait_ms = 30000;
   // Jobs one study may hold (presets x targets x repeats; default 1000).
   int max_jobs_per_study = 1000;
+  // Bytes of worker records one run may store (serialized size; default 512 MiB;
+  // 1 MiB..64 GiB). Past it the upload is refused with RESOURCE_EXHAUSTED naming the limit, and
+  // the agent stops the run.
+  int64_t max_result_bytes_per_run = int64_t{512} << 20;
 
   // INVALID_ARGUMENT naming the flag and its range when a value is out of range.
   absl::Status Validate() const;

@@ -241,6 +241,11 @@ CREATE TABLE tokens (
 );
 )sql";
 
+// Version 5: bytes of worker records stored per run (the result_bytes_per_run limit).
+constexpr char kV5[] = R"sql(
+ALTER TABLE runs ADD COLUMN result_bytes INTEGER NOT NULL DEFAULT 0;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -249,6 +254,7 @@ const std::vector<Migration>& Migrations() {
       {2, "result storage: run results, upload ledger, steps, ops, kernels, metrics", kV2},
       {3, "query results: kernel findings, raw and utilization timelines", kV3},
       {4, "bearer tokens: salted hashes, role, project, agent binding", kV4},
+      {5, "bytes of worker records stored per run", kV5},
   };
   return migrations;
 }

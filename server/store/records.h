@@ -116,6 +116,7 @@ struct RunRecord {
   int64_t worker_started_unix_ms = 0;
   int64_t kernels_dropped = 0;    // KernelAggregates.dropped_records, summed
   uint64_t chunks_through = 0;    // every seq 1..chunks_through is stored
+  int64_t result_bytes = 0;       // serialized bytes of the worker records stored (schema version 5)
 };
 
 struct StepRow {

@@ -111,7 +111,7 @@ absl::StatusOr<JobRecord> ReadJob(const Statement& st) {
 constexpr char kRunCols[] =
     "run_id, job_id, study_id, agent_id, attempt, device_index, state, lease_expires_unix_ms, started_unix_ms, "
     "finished_unix_ms, error, stderr_tail, exit_code, error_kind, effective_json, environment_json, summary_json, "
-    "gpu_name, backend, parameters, worker_started_unix_ms, kernels_dropped, chunks_through";
+    "gpu_name, backend, parameters, worker_started_unix_ms, kernels_dropped, chunks_through, result_bytes";
 
 absl::StatusOr<RunRecord> ReadRun(const Statement& st) {
   RunRecord r;
@@ -139,6 +139,7 @@ absl::StatusOr<RunRecord> ReadRun(const Statement& st) {
   r.worker_started_unix_ms = st.Int(20);
   r.kernels_dropped = st.Int(21);
   r.chunks_through = static_cast<uint64_t>(st.Int(22));
+  r.result_bytes = st.Int(23);
   return r;
 }
 
@@ -442,10 +443,11 @@ class SqliteTx : public StoreTx {
     MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
         "UPDATE runs SET error_kind = ?2, effective_json = ?3, environment_json = ?4, summary_json = ?5, "
         "gpu_name = ?6, backend = ?7, parameters = ?8, worker_started_unix_ms = ?9, kernels_dropped = ?10, "
-        "chunks_through = ?11 WHERE run_id = ?1"));
+        "chunks_through = ?11, result_bytes = ?12 WHERE run_id = ?1"));
     MEDPROF_RETURN_IF_ERROR(st->BindAll(r.run_id, r.error_kind, r.effective_json, r.environment_json,
                                         r.summary_json, r.gpu_name, r.backend, r.parameters,
-                                        r.worker_started_unix_ms, r.kernels_dropped, r.chunks_through));
+                                        r.worker_started_unix_ms, r.kernels_dropped, r.chunks_through,
+                                        r.result_bytes));
     return st->Run();
   }
 

@@ -8,6 +8,7 @@ namespace {
 
 using ::medprof::testing::IsOk;
 using ::medprof::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
@@ -26,6 +27,49 @@ class IngestTest : public DomainTest {
   std::string agent_, run_, job_;
   SubmitStudyResult study_;
 };
+
+// The result_bytes_per_run limit (1 MiB here): counted over every window of the run, refused
+// with the limit and the value, and the refused window leaves nothing behind.
+class IngestLimitTest : public IngestTest {
+ protected:
+  void SetUp() override {
+    options_.max_result_bytes_per_run = int64_t{1} << 20;
+    IngestTest::SetUp();
+  }
+  static v1::WorkerMessage Big(int kernels) {
+    v1::WorkerMessage m;
+    for (int i = 0; i < kernels; ++i) {
+      v1::KernelStat* k = m.mutable_kernels()->add_kernels();
+      k->set_name(std::string(1000, 'k') + std::to_string(i));
+      k->set_count(1);
+      k->set_total_ns(1);
+    }
+    return m;
+  }
+};
+
+TEST_F(IngestLimitTest, ResultBytesPerRunAreCountedAcrossWindowsAndRefusedPastTheLimit) {
+  const v1::WorkerMessage half = Big(400);  // ~0.4 MB each
+  ASSERT_GT(half.ByteSizeLong(), 390000u);
+  ASSERT_THAT(Upload(agent_, run_, {{1, half}}), IsOk());
+  ASSERT_THAT(Upload(agent_, run_, {{2, half}}), IsOk());
+  const int64_t stored = GetRun(run_).result_bytes;
+  EXPECT_EQ(stored, static_cast<int64_t>(2 * half.ByteSizeLong()));
+  const int64_t rows = Count("run_kernels");
+  EXPECT_THAT(Upload(agent_, run_, {{3, Step(0, 5)}, {4, half}}),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("limit result_bytes_per_run"), HasSubstr("seq 4"), HasSubstr("(allowed 1048576)"))));
+  EXPECT_EQ(GetRun(run_).result_bytes, stored);  // the window rolled back, step row too
+  EXPECT_EQ(Count("run_kernels"), rows);
+  EXPECT_EQ(Count("run_steps"), 0);
+  EXPECT_EQ(GetRun(run_).chunks_through, 2u);
+}
+
+TEST(DomainOptionsTest, ResultBytesPerRunRangeNamesTheFlag) {
+  DomainOptions o;
+  o.max_result_bytes_per_run = 1000;
+  EXPECT_THAT(o.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max-result-bytes-per-run: 1000")));
+}
 
 TEST_F(IngestTest, SameSeqTwiceIsStoredOnce) {
   auto ack = Upload(agent_, run_, {{1, Step(0, 1000)}});
