@@ -135,14 +135,31 @@ TEST(FaultIoTest, SqliteLockedByAnotherProcess) {
   ASSERT_TRUE(r.agent);
   const std::string study = Submit(r.server->address(), kSteps);
   ASSERT_TRUE(WaitSteps(r, study, 1));
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(r.db.c_str(), &db), SQLITE_OK);
-  sqlite3_busy_timeout(db, 10000);
-  ASSERT_EQ(sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
-  std::this_thread::sleep_for(std::chrono::seconds(7));
-  ASSERT_EQ(sqlite3_exec(db, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
-  sqlite3_close(db);
-  EXPECT_GE(r.server->process().CountLines("database is locked"), 1) << "the lock was felt";
+  // The lock is held by a separate process (python3's sqlite3): a connection inside this test
+  // process did not keep other processes out (POSIX locks are per process, and the test's own
+  // SQLite probes open and close the same file).
+  auto holder = Process::Start(
+      {"/usr/bin/env", "python3", "-c",
+       "import sqlite3, sys, time\n"
+       "c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)\n"
+       "c.execute('BEGIN EXCLUSIVE')\n"
+       "print('locked', flush=True)\n"
+       "time.sleep(7)\n"
+       "c.execute('COMMIT')\n"
+       "print('released', flush=True)\n",
+       r.db},
+      {}, r.dir + "/lock.log");
+  ASSERT_TRUE(holder.ok()) << holder.status();
+  ASSERT_TRUE((*holder)->WaitForLine("locked", std::chrono::seconds(15)).has_value()) << (*holder)->AllOutput();
+  // A write the server must make while the lock is held (the agent's own writes may all fall
+  // before or after the window): a submission, refused with the cause once the server's busy
+  // timeout (5 s) runs out.
+  const CommandResult during =
+      Cli(r.server->address(), {"submit", "--presets", "baseline", "--steps", "1", "--volume", "16",
+                                "--base-channels", "8", "--channel-mult", "1,2", "--attention-ds", "2"});
+  ASSERT_TRUE((*holder)->WaitForLine("released", std::chrono::seconds(15)).has_value()) << (*holder)->AllOutput();
+  EXPECT_NE(during.exit_code, 0) << during.out;
+  EXPECT_THAT(during.err + during.out, HasSubstr("locked")) << "the lock was felt and named";
   ExpectSucceeds(r, study);
   EXPECT_TRUE(r.server->process().Running());
 }
