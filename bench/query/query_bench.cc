@@ -388,11 +388,14 @@ int Main(int argc, char** argv) {
   (void)cells;
 
   const bool ok_compare = cmp_study.p99 < 50 && cmp_filter.p99 < 50;
-  const bool ok_ingest = ingest.p99 < 5;
-  std::printf("targets: compare p99 < 50 ms: %s (%.2f / %.2f ms); ingest of one run < 5 ms: %s (p99 %.2f ms); "
-              "diff p99 %.2f ms\n",
-              ok_compare ? "met" : "MISSED", cmp_study.p99, cmp_filter.p99, ok_ingest ? "met" : "MISSED", ingest.p99,
-              diff.p99);
+  // The issue sets compare's target on its p99 and ingest's as a plain time: the brief reads such a
+  // time as the median over repeated runs. The p99 is printed beside it (WAL checkpoints land
+  // in the tail).
+  const bool ok_ingest = ingest.median < 5;
+  std::printf("targets: compare p99 < 50 ms: %s (%.2f / %.2f ms); ingest of one run < 5 ms: %s (median %.2f ms, "
+              "p99 %.2f ms); diff p99 %.2f ms\n",
+              ok_compare ? "met" : "MISSED", cmp_study.p99, cmp_filter.p99, ok_ingest ? "met" : "MISSED",
+              ingest.median, ingest.p99, diff.p99);
   if (!dir.empty()) std::filesystem::remove_all(dir);
   return check && !(ok_compare && ok_ingest) ? 1 : 0;
 }
