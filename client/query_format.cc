@@ -149,6 +149,31 @@ Json TopKernelsJson(const v1::CompareCell& c) {
 std::string Ratio(const std::optional<double>& v) { return v ? absl::StrCat(Fixed(*v, 2), "x") : "-"; }
 std::string Pct(const std::optional<double>& v) { return v ? Fixed(*v, 1) : "-"; }
 
+// "trace not collected: R", "sampling not collected: R", "metrics not collected: R" -> one note
+// "trace, sampling, metrics not collected: R"; other notes unchanged, order kept.
+std::vector<std::string> MergeLayerNotes(const google::protobuf::RepeatedPtrField<std::string>& notes) {
+  const std::string kMid = " not collected: ";
+  std::vector<std::string> out;
+  std::map<std::string, size_t> by_reason;  // reason -> index in out
+  std::map<size_t, std::vector<std::string>> layers;
+  for (const std::string& n : notes) {
+    const size_t at = n.find(kMid);
+    if (at == std::string::npos || at == 0 || n.find(' ') < at) {
+      out.push_back(n);
+      continue;
+    }
+    const std::string layer = n.substr(0, at);
+    const std::string reason = n.substr(at + kMid.size());
+    auto [it, fresh] = by_reason.try_emplace(reason, out.size());
+    if (fresh) out.push_back("");
+    layers[it->second].push_back(layer);
+  }
+  for (const auto& [reason, index] : by_reason) {
+    out[index] = absl::StrCat(absl::StrJoin(layers[index], ", "), kMid, reason);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
@@ -238,6 +263,8 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
                 Align::kRight, Align::kRight, Align::kRight, Align::kRight, Align::kLeft});
   bool any_metrics = false;
   std::string notes, kernels;
+  std::vector<std::string> note_order;
+  std::map<std::string, std::vector<std::string>> note_cells;
   for (const auto& c : r.cells()) {
     std::vector<std::string> row = {
         c.gpu(), c.preset(), config::PhaseName(c.phase()), absl::StrCat(c.n()), absl::StrCat(c.steps()),
@@ -256,7 +283,11 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
                Pct(MetricValue(m, "l1_hit_pct")), Pct(MetricValue(m, "l2_hit_pct")),
                Pct(MetricValue(m, "dram_throughput_pct")),
                c.stalls().collected() ? StallsText(c.stalls(), 3) : "-"});
-    for (const auto& n : c.notes()) absl::StrAppend(&notes, "  ", CellLabel(c), ": ", n, "\n");
+    for (const std::string& n : MergeLayerNotes(c.notes())) {
+      auto [it, fresh] = note_cells.try_emplace(n);
+      if (fresh) note_order.push_back(n);
+      it->second.push_back(CellLabel(c));
+    }
     if (c.top_kernels_size() > 0) {
       absl::StrAppend(&kernels, "  ", CellLabel(c),
                       c.findings_note().empty() ? "" : absl::StrCat(" (", c.findings_note(), ": by time)"), "\n");
@@ -279,6 +310,14 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
     out += "\nmetrics (SM cycles and instructions as ratios to " + BaselineOf(r) + "):\n" + mt.Render();
   }
   if (!kernels.empty()) out += "\ntop kernels:\n" + kernels;
+  // One line per distinct note, with the cells it applies to ("every cell" when all of them).
+  for (const std::string& n : note_order) {
+    const std::vector<std::string>& cells = note_cells[n];
+    const std::string who = cells.size() > 1 && static_cast<int>(cells.size()) == r.cells_size()
+                                ? std::string("every cell")
+                                : absl::StrJoin(cells, "; ");
+    absl::StrAppend(&notes, "  ", who, ": ", n, "\n");
+  }
   if (!notes.empty()) out += "notes:\n" + notes;
   return out;
 }

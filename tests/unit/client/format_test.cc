@@ -127,6 +127,27 @@ TEST(FormatCompare, TableAligned) {
             "  cpu / opt1 / forward: no baseline cell for \"cpu\", forward\n");
 }
 
+TEST(FormatCompare, NotesAreGroupedByLayerAndByCell) {
+  // The CPU demo: three layers not collected for the same reason in every cell -> one line.
+  v1::CompareResponse r;
+  r.set_study_id("st-3");
+  for (const char* preset : {"baseline", "opt1"}) {
+    v1::CompareCell* c = r.add_cells();
+    c->set_gpu("cpu");
+    c->set_preset(preset);
+    c->set_phase(v1::PHASE_TRAIN);
+    c->set_n(1);
+    for (const char* layer : {"trace", "sampling", "metrics"}) c->add_notes(absl::StrCat(layer, " not collected: no GPU"));
+  }
+  r.mutable_cells(1)->add_notes("no baseline cell for \"cpu\", train");
+  const std::string table = FormatCompare(r, OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("notes:\n"
+                               "  every cell: trace, sampling, metrics not collected: no GPU\n"
+                               "  cpu / opt1 / train: no baseline cell for \"cpu\", train\n"));
+  // JSON keeps every note of every cell as it came.
+  EXPECT_THAT(FormatCompare(r, OutputFormat::kJson), HasSubstr("\"sampling not collected: no GPU\""));
+}
+
 v1::Job MakeJob(const char* id, const char* preset, const char* target, int repeat, v1::JobState state,
                 const char* run, const char* error = "") {
   v1::Job j;
