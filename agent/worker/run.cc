@@ -74,11 +74,15 @@ class StepObserver : public meddpm::PhaseObserver {
       t->set_loss(std::isfinite(report.loss) ? report.loss : 0.0);
       for (const auto& [name, ns] : report.phase_ns) (*t->mutable_phase_ns())[name] = ns;
       Emit(m);
-      Emit(Progress("measure", report.index + 1, c.steps()));
+      Emit(Progress("measure", report.index + 1, c.steps(),
+                    absl::StrCat("measured step ", report.index + 1, " of ", c.steps(), ": ",
+                                 fmt::format("{:.1f}", Ms(report.wall_ns)), " ms")));
       kLog.Info("measured step {}/{}: {:.1f} ms{}", report.index + 1, c.steps(), Ms(report.wall_ns),
                 c.phase() == v1::PHASE_TRAIN ? fmt::format(", loss {:.5f}", report.loss) : "");
     } else {
-      Emit(Progress("warmup", report.index + 1, c.warmup()));
+      Emit(Progress("warmup", report.index + 1, c.warmup(),
+                    absl::StrCat("warm-up step ", report.index + 1, " of ", c.warmup(), ": ",
+                                 fmt::format("{:.1f}", Ms(report.wall_ns)), " ms")));
       kLog.Info("warm-up step {}/{}: {:.1f} ms", report.index + 1, c.warmup(), Ms(report.wall_ns));
     }
     if (ctx_.stop_count != nullptr && ctx_.stop_count->load() > 0) {
@@ -275,7 +279,8 @@ int RunWorker(const RunContext& in) {
   for (const v1::WorkerMessage& r : prof->Results()) {
     if (absl::Status s = ctx.channel->Write(r); !s.ok()) return Fail(ctx, s, "writing profiler results");
   }
-  if (absl::Status s = ctx.channel->Write(Progress("done", c.steps(), c.steps())); !s.ok()) {
+  if (absl::Status s = ctx.channel->Write(Progress("done", c.steps(), c.steps(), "results written"));
+      !s.ok()) {
     return Fail(ctx, s, "writing progress");
   }
   v1::WorkerMessage m;
