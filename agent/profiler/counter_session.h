@@ -62,7 +62,8 @@ class CounterSession {
   virtual absl::StatusOr<std::vector<RangeValues>> Decode(size_t* dropped) = 0;
 };
 
-absl::StatusOr<std::unique_ptr<CounterSession>> NewCounterSession(CounterApi api, const CounterSessionOptions& options);
+absl::StatusOr<std::unique_ptr<CounterSession>> NewCounterSession(CounterApi api,
+                                                                  const CounterSessionOptions& options);
 
 // The legacy backend's host half alone (Perfworks; no GPU needed): builds the configuration
 // image and counter-data prefix for `metrics` on `chip` and returns the passes it needs.

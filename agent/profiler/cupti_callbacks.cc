@@ -16,12 +16,16 @@ std::mutex g_mu;  // guards the hooks and the instance
 CuptiCallbacks* g_instance = nullptr;
 
 constexpr CUpti_CallbackId kLaunchCbids[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
 };
 
-void CUPTIAPI OnCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+void CUPTIAPI OnCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                         const void* data) {
   static_cast<CuptiCallbacks*>(userdata)->Dispatch(domain, cbid, data);
 }
 
@@ -32,8 +36,8 @@ absl::StatusOr<CuptiCallbacks*> CuptiCallbacks::Install() {
   if (g_instance != nullptr) return g_instance;
   auto* cb = new CuptiCallbacks();  // process lifetime: CUPTI may call it until exit
   MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiSubscribe(&cb->subscriber_, &OnCallback, cb)));
-  MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(
-      cuptiEnableCallback(1, cb->subscriber_, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED)));
+  MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiEnableCallback(1, cb->subscriber_, CUPTI_CB_DOMAIN_RESOURCE,
+                                                                 CUPTI_CBID_RESOURCE_CONTEXT_CREATED)));
   g_instance = cb;
   return cb;
 }
@@ -122,7 +126,8 @@ absl::StatusOr<CUcontext> CurrentContext() {
   }
   CUcontext ctx = nullptr;
   const CUresult r = reinterpret_cast<GetCurrent>(fn)(&ctx);
-  if (r != CUDA_SUCCESS) return absl::InternalError(absl::StrCat("cuCtxGetCurrent failed: CUresult ", static_cast<int>(r)));
+  if (r != CUDA_SUCCESS)
+    return absl::InternalError(absl::StrCat("cuCtxGetCurrent failed: CUresult ", static_cast<int>(r)));
   if (ctx == nullptr) return absl::FailedPreconditionError("no CUDA context is current on this thread");
   return ctx;
 }

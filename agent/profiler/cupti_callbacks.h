@@ -23,7 +23,7 @@
 namespace medprof::profiler {
 
 struct LaunchEvent {
-  bool enter = false;          // API enter (before the launch) or exit (after)
+  bool enter = false;            // API enter (before the launch) or exit (after)
   const char* symbol = nullptr;  // mangled kernel name (CUPTI's symbolName)
   uint32_t correlation_id = 0;
   CUcontext context = nullptr;

@@ -42,7 +42,8 @@ absl::StatusOr<CUpti_Profiler_Host_Object*> CuptiHost::NewObject() {
 }
 
 std::string CuptiHost::Validity(const std::string& metric) {
-  CUpti_Profiler_Host_GetMetricProperties_Params p{CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE};
+  CUpti_Profiler_Host_GetMetricProperties_Params p{
+      CUpti_Profiler_Host_GetMetricProperties_Params_STRUCT_SIZE};
   p.pHostObject = object_;
   p.pMetricName = metric.c_str();
   const CUptiResult r = cuptiProfilerHostGetMetricProperties(&p);
@@ -72,7 +73,8 @@ std::string CuptiHost::Validity(const std::string& metric) {
 
 CuptiHost::Config::~Config() { Deinitialize(object_); }
 
-absl::StatusOr<std::unique_ptr<CuptiHost::Config>> CuptiHost::NewConfig(const std::vector<std::string>& metrics) {
+absl::StatusOr<std::unique_ptr<CuptiHost::Config>> CuptiHost::NewConfig(
+    const std::vector<std::string>& metrics) {
   if (metrics.empty()) return absl::InvalidArgumentError("profiler configuration: no metrics");
   std::unique_ptr<Config> cfg(new Config());
   MEDPROF_ASSIGN_OR_RETURN(cfg->object_, NewObject());
@@ -104,7 +106,8 @@ absl::StatusOr<std::vector<double>> CuptiHost::Config::Evaluate(const std::vecto
                                                                 size_t index) const {
   std::vector<const char*> names = CStrings(metrics_);
   std::vector<double> values(metrics_.size(), 0.0);
-  CUpti_Profiler_Host_EvaluateToGpuValues_Params p{CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
+  CUpti_Profiler_Host_EvaluateToGpuValues_Params p{
+      CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
   p.pHostObject = object_;
   p.pCounterDataImage = counter_data.data();
   p.counterDataImageSize = counter_data.size();

@@ -7,12 +7,12 @@
 // one thread. Only built with CUPTI (MEDPROF_HAVE_CUDA).
 #pragma once
 
+#include <cupti_profiler_host.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <cupti_profiler_host.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -41,7 +41,8 @@ class CuptiHost {
     const std::vector<std::string>& metrics() const { return metrics_; }
     size_t passes() const { return passes_; }
     // Values of metrics() for one range (or sample) of decoded counter data.
-    absl::StatusOr<std::vector<double>> Evaluate(const std::vector<uint8_t>& counter_data, size_t index) const;
+    absl::StatusOr<std::vector<double>> Evaluate(const std::vector<uint8_t>& counter_data,
+                                                 size_t index) const;
 
    private:
     friend class CuptiHost;

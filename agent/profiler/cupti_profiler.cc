@@ -149,16 +149,18 @@ std::vector<v1::LayerStatus> CuptiProfiler::Layers() const {
   const bool pc_ok = pc_collected_ && pc_status_.ok();
   const bool pm_ok = pm_status_.ok() && utilization_.has_value();
   std::string sampling_reason;
-  if (!pc_ok) sampling_reason = absl::StrCat("PC sampling: ", pc_status_.ok() ? "no samples" : pc_status_.message());
+  if (!pc_ok)
+    sampling_reason = absl::StrCat("PC sampling: ", pc_status_.ok() ? "no samples" : pc_status_.message());
   if (!pm_ok) {
-    absl::StrAppend(&sampling_reason, sampling_reason.empty() ? "" : "; ", "PM sampling: ",
-                    pm_status_.ok() ? "no samples" : pm_status_.message());
+    absl::StrAppend(&sampling_reason, sampling_reason.empty() ? "" : "; ",
+                    "PM sampling: ", pm_status_.ok() ? "no samples" : pm_status_.message());
   }
   v1::LayerStatus sampling = MakeLayer(kLayerSampling, pc_ok || pm_ok, sampling_reason);
   if (pc_ok != pm_ok) sampling.set_reason(sampling_reason);  // partial: say which half is missing
   std::string metrics_reason(metrics_status_.message());
   v1::LayerStatus metrics = MakeLayer(kLayerMetrics, metrics_status_.ok(), metrics_reason);
-  if (metrics_status_.ok() && !metrics_notes_.empty()) metrics.set_reason(absl::StrJoin(metrics_notes_, "; "));
+  if (metrics_status_.ok() && !metrics_notes_.empty())
+    metrics.set_reason(absl::StrJoin(metrics_notes_, "; "));
   return {MakeLayer(kLayerCpu, true), MakeLayer(kLayerTrace, true), sampling, metrics};
 }
 

@@ -24,40 +24,39 @@
 // Thread safety: as Profiler (profiler.h). One per process (CUPTI state is process-wide).
 #pragma once
 
+#include <cuda.h>
+
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include <cuda.h>
-
-#include <map>
-
 #include "agent/profiler/counter_session.h"
 #include "agent/profiler/cupti_host.h"
 #include "agent/profiler/cupti_tracer.h"
-#include "agent/profiler/metric_catalog.h"
-#include "agent/profiler/pc_sampler.h"
-#include "agent/profiler/stall_samples.h"
 #include "agent/profiler/gpu_probe.h"
 #include "agent/profiler/kernel_aggregator.h"
+#include "agent/profiler/metric_catalog.h"
 #include "agent/profiler/op_aggregator.h"
 #include "agent/profiler/op_tracer.h"
+#include "agent/profiler/pc_sampler.h"
 #include "agent/profiler/phase_tracker.h"
 #include "agent/profiler/profiler.h"
+#include "agent/profiler/stall_samples.h"
 
 namespace medprof::profiler {
 
 struct CuptiProfilerOptions {
-  GpuInfo gpu;                 // the device the workload uses (limits -> occupancy)
-  CuptiTracerOptions tracer;   // buffer pool and flush period
-  int timeline_steps = 3;      // measured steps kept in the raw timeline
-  bool sampling = true;        // PC sampling + PM sampling (need counter permission)
+  GpuInfo gpu;                       // the device the workload uses (limits -> occupancy)
+  CuptiTracerOptions tracer;         // buffer pool and flush period
+  int timeline_steps = 3;            // measured steps kept in the raw timeline
+  bool sampling = true;              // PC sampling + PM sampling (need counter permission)
   uint32_t pc_period_exponent = 17;  // PC sampling every 2^N SM cycles
-  bool metrics = false;        // run the metrics layer (range profiler)
-  int metrics_top_k = 20;      // kernels the metrics layer profiles
-  int overhead_pairs = 3;      // trace on/off step pairs for the overhead figure (0: not measured)
+  bool metrics = false;              // run the metrics layer (range profiler)
+  int metrics_top_k = 20;            // kernels the metrics layer profiles
+  int overhead_pairs = 3;            // trace on/off step pairs for the overhead figure (0: not measured)
   std::string counter_api = "auto";  // "auto" (by compute capability) | "range" | "legacy"
 };
 
@@ -101,7 +100,8 @@ class CuptiProfiler : public Profiler, private OpListener {
   absl::Status ProfileKernels(const StepRunner& run, const CounterSessionOptions& base,
                               const ResolvedCatalog& catalog, const std::vector<std::string>& targets,
                               const std::vector<MetricGroup>& groups);
-  absl::Status ProfilePhases(const StepRunner& run, const CounterSessionOptions& base, const ResolvedCatalog& catalog);
+  absl::Status ProfilePhases(const StepRunner& run, const CounterSessionOptions& base,
+                             const ResolvedCatalog& catalog);
   v1::MetricValues DerivedMetrics() const;
 
   // Sampling layer.
@@ -113,7 +113,7 @@ class CuptiProfiler : public Profiler, private OpListener {
   std::optional<v1::UtilizationTimeline> utilization_;
   // Metrics layer.
   absl::Status metrics_status_ = absl::FailedPreconditionError("not requested (submit with --metrics)");
-  std::vector<std::string> metrics_notes_;                 // dropped metrics, dropped ranges...
+  std::vector<std::string> metrics_notes_;                               // dropped metrics, dropped ranges...
   std::map<std::string, std::map<std::string, double>> kernel_metrics_;  // kernel -> medprof name -> value
   std::map<std::string, std::map<std::string, double>> phase_metrics_;   // phase -> medprof name -> value
   std::vector<std::string> dropped_metrics_;

@@ -1,22 +1,22 @@
 // CuptiProfiler, part 2: the work after the measured steps (trace overhead, PM sampling, the
 // metrics layer) and the derived results. See cupti_profiler.h for the contract.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <array>
 #include <set>
 #include <unordered_map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/profiler/counter_session.h"
 #include "agent/profiler/cuda_call.h"
 #include "agent/profiler/cupti_callbacks.h"
 #include "agent/profiler/cupti_profiler.h"
 #include "agent/profiler/findings.h"
 #include "agent/profiler/pm_sampler.h"
-#include "agent/profiler/counter_session.h"
 #include "agent/profiler/range_profiler.h"
 #include "common/clock.h"
 #include "common/kernel_taxonomy.h"
@@ -60,7 +60,8 @@ double Median(std::vector<int64_t> v) {
   return n % 2 == 1 ? static_cast<double>(v[n / 2]) : (static_cast<double>(v[n / 2 - 1]) + v[n / 2]) / 2.0;
 }
 
-v1::MetricValue Row(const std::string& scope, const std::string& name, double value, const std::string& unit) {
+v1::MetricValue Row(const std::string& scope, const std::string& name, double value,
+                    const std::string& unit) {
   v1::MetricValue m;
   m.set_scope(scope);
   m.set_name(name);
@@ -96,7 +97,8 @@ std::map<std::string, NameTotals> TotalsByName(const v1::KernelAggregates& agg) 
 absl::Status CuptiProfiler::AfterMeasurement(const StepRunner& run, const ProgressFn& progress) {
   // PC sampling shares the counters with PM sampling and the range profiler: off first.
   if (pc_ != nullptr && pc_->enabled()) {
-    if (absl::Status s = pc_->Disable(nullptr, /*keep=*/false); !s.ok()) kLog.Warn("PC sampling: {}", s.ToString());
+    if (absl::Status s = pc_->Disable(nullptr, /*keep=*/false); !s.ok())
+      kLog.Warn("PC sampling: {}", s.ToString());
     if (pc_->hardware_buffer_full()) {
       kLog.Warn("PC sampling: the hardware buffer filled up; some samples were lost");
     }
@@ -166,7 +168,8 @@ absl::Status CuptiProfiler::RunPmWindow(const StepRunner& run, const ProgressFn&
   const std::vector<int64_t>& steps = measured_wall_ns_;
   const uint64_t step_ns = static_cast<uint64_t>(std::max(1.0, Median(steps)));
   const uint64_t interval_ns = std::max<uint64_t>(100'000, step_ns / 1000);
-  auto pm = PmSampler::Enable(options_.gpu.index, *chip, cat.PerfworksNames({MetricGroup::kCore}), interval_ns, 4000);
+  auto pm = PmSampler::Enable(options_.gpu.index, *chip, cat.PerfworksNames({MetricGroup::kCore}),
+                              interval_ns, 4000);
   if (!pm.ok()) {
     pm_status_ = pm.status();
     kLog.Warn("PM sampling unavailable: {}", pm_status_.ToString());
@@ -226,7 +229,7 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
   // unless the job names one.
   int cc_major = 0, cc_minor = 0;
   (void)std::sscanf(options_.gpu.compute_capability.c_str(), "%d.%d", &cc_major, &cc_minor);
-  counter_api_ = options_.counter_api == "legacy" ? CounterApi::kLegacy
+  counter_api_ = options_.counter_api == "legacy"  ? CounterApi::kLegacy
                  : options_.counter_api == "range" ? CounterApi::kRangeProfiler
                                                    : DefaultCounterApi(cc_major, cc_minor);
   metrics_notes_.push_back(absl::StrCat("counter API: ", CounterApiName(counter_api_)));
@@ -237,7 +240,8 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
         "the legacy Profiling API backend (CC < 7.5, e.g. V100) is not validated yet; submit with "
         "counter_api=legacy (worker --counter-api legacy) to try it"));
   }
-  if (absl::Status s = DeviceSupported(options_.gpu.index, CUPTI_PROFILER_RANGE_PROFILING); !s.ok()) return finish(s);
+  if (absl::Status s = DeviceSupported(options_.gpu.index, CUPTI_PROFILER_RANGE_PROFILING); !s.ok())
+    return finish(s);
   auto ctx = CurrentContext();
   if (!ctx.ok()) return finish(ctx.status());
   auto chip = ChipName(options_.gpu.index);
@@ -268,8 +272,9 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
   base.ctx = *ctx;
   base.chip = *chip;
   base.availability = *availability;
-  progress("metrics", 0, 2, absl::StrCat("metrics layer: ", targets.size(), " kernels on ", *chip, " (",
-                                         CounterApiName(counter_api_), ")"));
+  progress("metrics", 0, 2,
+           absl::StrCat("metrics layer: ", targets.size(), " kernels on ", *chip, " (",
+                        CounterApiName(counter_api_), ")"));
   if (!targets.empty()) {
     // Two kernel-replay sessions: the core counters alone (a short configuration, like the one
     // Nsight Compute programs for them), then stalls, throughputs and the SASS mix.
@@ -287,13 +292,15 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
     if (s.code() == absl::StatusCode::kAborted) return s;
     return finish(s);
   }
-  progress("metrics", 2, 2, absl::StrCat("metrics layer: ", kernel_metrics_.size(), " kernels, ",
-                                         phase_metrics_.size(), " phases"));
+  progress("metrics", 2, 2,
+           absl::StrCat("metrics layer: ", kernel_metrics_.size(), " kernels, ", phase_metrics_.size(),
+                        " phases"));
   return finish(absl::OkStatus());
 }
 
 absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterSessionOptions& base,
-                                           const ResolvedCatalog& catalog, const std::vector<std::string>& targets,
+                                           const ResolvedCatalog& catalog,
+                                           const std::vector<std::string>& targets,
                                            const std::vector<MetricGroup>& groups) {
   const std::vector<ResolvedMetric> metrics = catalog.InGroups(groups);
   CounterSessionOptions o = base;
@@ -376,9 +383,11 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
     }
   }
   for (const std::string& t : targets) {
-    if (!done.count(t)) metrics_notes_.push_back(absl::StrCat("kernel not launched in the metrics steps: ", t));
+    if (!done.count(t))
+      metrics_notes_.push_back(absl::StrCat("kernel not launched in the metrics steps: ", t));
   }
-  kLog.Info("metrics layer: {} of {} kernels profiled ({} metrics)", done.size(), targets.size(), metrics.size());
+  kLog.Info("metrics layer: {} of {} kernels profiled ({} metrics)", done.size(), targets.size(),
+            metrics.size());
   return absl::OkStatus();
 }
 
@@ -392,8 +401,8 @@ absl::Status CuptiProfiler::ProfilePhases(const StepRunner& run, const CounterSe
   o.max_ranges = 8;  // fwd, bwd, optim, sample_step (+ room)
   MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CounterSession> target, NewCounterSession(counter_api_, o));
   const size_t passes = target->passes();
-  kLog.Info("metrics layer ({}): phase ranges, {} metrics in {} passes (one step each)", CounterApiName(counter_api_),
-            metrics.size(), passes);
+  kLog.Info("metrics layer ({}): phase ranges, {} metrics in {} passes (one step each)",
+            CounterApiName(counter_api_), metrics.size(), passes);
   const std::set<std::string> phases = {"fwd", "bwd", "optim", "sample_step"};
   absl::Status range_status;
   const size_t max_passes = (passes > 0 ? passes : 64) + 2;
@@ -427,7 +436,9 @@ absl::Status CuptiProfiler::ProfilePhases(const StepRunner& run, const CounterSe
     MEDPROF_RETURN_IF_ERROR(range_status);
     MEDPROF_ASSIGN_OR_RETURN(all, stopped);
   }
-  if (!all) return absl::InternalError(absl::StrCat("phase ranges: not every pass was submitted after ", max_passes, " steps"));
+  if (!all)
+    return absl::InternalError(
+        absl::StrCat("phase ranges: not every pass was submitted after ", max_passes, " steps"));
   size_t dropped = 0;
   MEDPROF_ASSIGN_OR_RETURN(std::vector<RangeValues> ranges, target->Decode(&dropped));
   if (dropped > 0) metrics_notes_.push_back(absl::StrCat(dropped, " phase ranges dropped by CUPTI"));
@@ -480,15 +491,18 @@ v1::MetricValues CuptiProfiler::DerivedMetrics() const {
     }
   }
   for (const auto& [name, acc] : weighted) {
-    if (acc.second > 0) *out.add_values() = Row("run", absl::StrCat(name, ".avg"), acc.first / acc.second, "%");
+    if (acc.second > 0)
+      *out.add_values() = Row("run", absl::StrCat(name, ".avg"), acc.first / acc.second, "%");
   }
   for (const auto& [phase, values] : phase_metrics_) {
     for (const auto& [name, v] : values) *out.add_values() = Row(absl::StrCat("phase:", phase), name, v, "");
   }
   if (options_.metrics) {
     *out.add_values() = Row("run", "metrics.wall_ms", static_cast<double>(metrics_wall_ms_), "ms");
-    *out.add_values() = Row("run", "metrics.kernels_profiled", static_cast<double>(kernel_metrics_.size()), "kernels");
-    for (const std::string& d : dropped_metrics_) *out.add_values() = Row("run", absl::StrCat("metrics.dropped.", d), 1, "");
+    *out.add_values() =
+        Row("run", "metrics.kernels_profiled", static_cast<double>(kernel_metrics_.size()), "kernels");
+    for (const std::string& d : dropped_metrics_)
+      *out.add_values() = Row("run", absl::StrCat("metrics.dropped.", d), 1, "");
   }
   // Sampling layer: PC-sampling stall shares per kernel; PM means.
   if (pc_collected_) {
@@ -505,7 +519,8 @@ v1::MetricValues CuptiProfiler::DerivedMetrics() const {
   if (utilization_.has_value() && utilization_->samples_size() > 0) {
     for (int i = 0; i < utilization_->metrics_size(); ++i) {
       double sum = 0;
-      for (const v1::UtilizationSample& s : utilization_->samples()) sum += i < s.values_size() ? s.values(i) : 0.0;
+      for (const v1::UtilizationSample& s : utilization_->samples())
+        sum += i < s.values_size() ? s.values(i) : 0.0;
       *out.add_values() = Row("run", absl::StrCat("pm.", utilization_->metrics(i), ".mean"),
                               sum / utilization_->samples_size(), "");
     }
@@ -578,7 +593,9 @@ std::vector<v1::WorkerMessage> CuptiProfiler::Results() const {
           const TimelineEvent& e = events[i];
           v1::TimelineEvent* o = t->add_events();
           o->set_name(e.name);
-          o->set_kind(e.kind == RecordKind::kMemcpy ? "memcpy" : e.kind == RecordKind::kMemset ? "memset" : "kernel");
+          o->set_kind(e.kind == RecordKind::kMemcpy   ? "memcpy"
+                      : e.kind == RecordKind::kMemset ? "memset"
+                                                      : "kernel");
           o->set_start_ns(static_cast<int64_t>(e.start_ns - origin));
           o->set_duration_ns(static_cast<int64_t>(e.end_ns - e.start_ns));
           o->set_stream(static_cast<int32_t>(e.stream_id));

@@ -24,7 +24,8 @@ struct Candidate {
 
 bool ElementwiseLike(const std::string& category) {
   return category == "elementwise" || category == "layout" || category == "copy" || category == "norm" ||
-         category == "upsample" || category == "reduction" || category == "softmax" || category == "optimizer";
+         category == "upsample" || category == "reduction" || category == "softmax" ||
+         category == "optimizer";
 }
 
 }  // namespace
@@ -50,7 +51,8 @@ std::vector<v1::KernelFinding> FindKernelFindings(const std::vector<KernelFacts>
     // Tensor Cores idle on an FMA-bound convolution / GEMM.
     const double tensor = Get(k, "tensor_pipe_pct");
     const double fma = Get(k, "fma_pipe_pct");
-    if ((k.category == "conv" || k.category == "gemm") && tensor >= 0 && fma >= 0 && tensor < 5.0 && fma >= 20.0) {
+    if ((k.category == "conv" || k.category == "gemm") && tensor >= 0 && fma >= 0 && tensor < 5.0 &&
+        fma >= 20.0) {
       c.push_back({"tensor_cores_idle", fma / 100.0 * (1.0 - options.fp32_to_tensor_peak),
                    absl::StrFormat("FP32 FMA-bound %s (FMA pipe %.0f%%), Tensor Cores idle",
                                    k.category == "conv" ? "convolution" : "GEMM", fma)});
@@ -63,9 +65,10 @@ std::vector<v1::KernelFinding> FindKernelFindings(const std::vector<KernelFacts>
     // Memory-bound small kernels: fusion is the fix.
     const double dram = Get(k, "dram_throughput_pct");
     if (ElementwiseLike(k.category) && dram >= 60.0 && (sm_tp < 0 || sm_tp < 60.0)) {
-      c.push_back({"memory_bound", 0.5 * dram / 100.0,
-                   absl::StrFormat("memory-bound %s kernel (DRAM %.0f%% of peak): fuse it with its neighbours",
-                                   k.category, dram)});
+      c.push_back(
+          {"memory_bound", 0.5 * dram / 100.0,
+           absl::StrFormat("memory-bound %s kernel (DRAM %.0f%% of peak): fuse it with its neighbours",
+                           k.category, dram)});
     }
     // Latency: the dominant stall reason, capped by issue-slot headroom.
     const double cpi = Get(k, "cpi");
@@ -80,9 +83,10 @@ std::vector<v1::KernelFinding> FindKernelFindings(const std::vector<KernelFacts>
         }
       }
       if (!top.empty() && top_v / cpi > 0.3) {
-        c.push_back({absl::StrCat("stall_", top), std::min(top_v / cpi, issue_headroom),
-                     absl::StrFormat("latency-bound: issue slots %.0f%% busy, %.0f%% of warp cycles stalled on %s",
-                                     issue, 100.0 * top_v / cpi, top)});
+        c.push_back(
+            {absl::StrCat("stall_", top), std::min(top_v / cpi, issue_headroom),
+             absl::StrFormat("latency-bound: issue slots %.0f%% busy, %.0f%% of warp cycles stalled on %s",
+                             issue, 100.0 * top_v / cpi, top)});
       }
     }
     // Achieved below theoretical occupancy.
@@ -100,11 +104,12 @@ std::vector<v1::KernelFinding> FindKernelFindings(const std::vector<KernelFacts>
     auto grid = std::find_if(c.begin(), c.end(), [](const Candidate& x) { return x.rule == "small_grid"; });
     if (grid != c.end()) {
       for (const Candidate& x : c) {
-        if (absl::StartsWith(x.rule, "stall_") || x.rule == "occupancy") grid->speedup = std::max(grid->speedup, x.speedup);
+        if (absl::StartsWith(x.rule, "stall_") || x.rule == "occupancy")
+          grid->speedup = std::max(grid->speedup, x.speedup);
       }
     }
-    auto best = std::max_element(c.begin(), c.end(),
-                                 [](const Candidate& a, const Candidate& b) { return a.speedup < b.speedup; });
+    auto best = std::max_element(
+        c.begin(), c.end(), [](const Candidate& a, const Candidate& b) { return a.speedup < b.speedup; });
     v1::KernelFinding f;
     f.set_kernel(k.name);
     f.set_op(k.op);
@@ -117,8 +122,9 @@ std::vector<v1::KernelFinding> FindKernelFindings(const std::vector<KernelFacts>
     f.set_finding(best->text);
     out.push_back(std::move(f));
   }
-  std::sort(out.begin(), out.end(),
-            [](const v1::KernelFinding& a, const v1::KernelFinding& b) { return a.priority() > b.priority(); });
+  std::sort(out.begin(), out.end(), [](const v1::KernelFinding& a, const v1::KernelFinding& b) {
+    return a.priority() > b.priority();
+  });
   return out;
 }
 

@@ -5,9 +5,11 @@
 // unit, capped by the parent bound (issue-slot headroom, 1 − max(SM, memory) throughput). The
 // kernel's priority is share × its largest speedup. Rules:
 //   tensor_cores_idle  conv/gemm kernels busy on the FMA pipe with the tensor pipe idle:
-//                      s = fma% × (1 − FP32/TF32 peak ratio)           ("FP32 FMA-bound convolution, Tensor Cores idle")
+//                      s = fma% × (1 − FP32/TF32 peak ratio)           ("FP32 FMA-bound convolution, Tensor
+//                      Cores idle")
 //   small_grid         fewer thread blocks than SMs (trace only, needs no counters):
-//                      s = 1 − blocks/SMs                                ("GroupNorm statistics: 32 blocks on 132 SMs")
+//                      s = 1 − blocks/SMs                                ("GroupNorm statistics: 32 blocks on
+//                      132 SMs")
 //   memory_bound       DRAM ≥ 60 % of peak, SM throughput below 60 %, an elementwise-like kernel:
 //                      s = 0.5 × DRAM%  (fusing with a neighbour halves its traffic)
 //   stall_<r>          issue slots < 80 % busy and stall r > 30 % of CPI: s = min(r/CPI, 1 − issue%)
@@ -29,17 +31,17 @@ namespace medprof::profiler {
 
 struct KernelFacts {
   std::string name;
-  std::string op;        // op of the kernel's largest (op, phase) entry
+  std::string op;  // op of the kernel's largest (op, phase) entry
   std::string phase;
   std::string category;
-  double share = 0.0;    // of all kernel time in the measured steps
-  int64_t blocks = 0;    // grid x*y*z of its dominant launch shape (most time)
-  double theoretical_occupancy = 0.0;  // 0..1
+  double share = 0.0;                     // of all kernel time in the measured steps
+  int64_t blocks = 0;                     // grid x*y*z of its dominant launch shape (most time)
+  double theoretical_occupancy = 0.0;     // 0..1
   std::map<std::string, double> metrics;  // medprof names (docs/metrics.md), kernel scope
 };
 
 struct FindingsOptions {
-  int sm_count = 0;                      // device SMs (0: small_grid not evaluated)
+  int sm_count = 0;                           // device SMs (0: small_grid not evaluated)
   double fp32_to_tensor_peak = 67.0 / 495.0;  // FP32 FMA peak / TF32 dense tensor peak (H100/H200)
 };
 

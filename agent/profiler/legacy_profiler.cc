@@ -36,7 +36,7 @@ absl::Status NvpwStatus(NVPA_Status status, const char* call) {
 class MetricsEvaluator {
  public:
   static absl::StatusOr<std::unique_ptr<MetricsEvaluator>> Create(const std::string& chip,
-                                                                 const std::vector<uint8_t>& availability) {
+                                                                  const std::vector<uint8_t>& availability) {
     // Device attributes come later from the counter data (SetDeviceAttributes) when evaluating.
     std::unique_ptr<MetricsEvaluator> e(new MetricsEvaluator());
     NVPW_CUDA_MetricsEvaluator_CalculateScratchBufferSize_Params s{
@@ -68,13 +68,15 @@ class MetricsEvaluator {
     c.pMetricName = metric.c_str();
     c.pMetricEvalRequest = &r;
     c.metricEvalRequestStructSize = NVPW_MetricEvalRequest_STRUCT_SIZE;
-    if (absl::Status s = MEDPROF_NVPW_CALL(NVPW_MetricsEvaluator_ConvertMetricNameToMetricEvalRequest(&c)); !s.ok()) {
+    if (absl::Status s = MEDPROF_NVPW_CALL(NVPW_MetricsEvaluator_ConvertMetricNameToMetricEvalRequest(&c));
+        !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(metric, ": ", s.message()));
     }
     return r;
   }
   // The raw counters behind `requests`, as names owned by the evaluator.
-  absl::StatusOr<std::vector<const char*>> RawDependencies(const std::vector<NVPW_MetricEvalRequest>& requests) {
+  absl::StatusOr<std::vector<const char*>> RawDependencies(
+      const std::vector<NVPW_MetricEvalRequest>& requests) {
     NVPW_MetricsEvaluator_GetMetricRawDependencies_Params p{
         NVPW_MetricsEvaluator_GetMetricRawDependencies_Params_STRUCT_SIZE};
     p.pMetricsEvaluator = evaluator_;
@@ -105,7 +107,8 @@ struct LegacyHostImages {
 
 absl::Status BuildLegacyHostImages(const CounterSessionOptions& o, LegacyHostImages* out) {
   const uint8_t* avail = o.availability.empty() ? nullptr : o.availability.data();
-  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<MetricsEvaluator> eval, MetricsEvaluator::Create(o.chip, o.availability));
+  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<MetricsEvaluator> eval,
+                           MetricsEvaluator::Create(o.chip, o.availability));
   std::vector<NVPW_MetricEvalRequest> requests;
   for (const std::string& m : o.metrics) {
     MEDPROF_ASSIGN_OR_RETURN(NVPW_MetricEvalRequest r, eval->Request(m));
@@ -135,7 +138,8 @@ absl::Status BuildLegacyHostImages(const CounterSessionOptions& o, LegacyHostIma
     }
   } config_guard{config};
   if (avail != nullptr) {
-    NVPW_RawMetricsConfig_SetCounterAvailability_Params a{NVPW_RawMetricsConfig_SetCounterAvailability_Params_STRUCT_SIZE};
+    NVPW_RawMetricsConfig_SetCounterAvailability_Params a{
+        NVPW_RawMetricsConfig_SetCounterAvailability_Params_STRUCT_SIZE};
     a.pRawMetricsConfig = config;
     a.pCounterAvailabilityImage = avail;
     MEDPROF_RETURN_IF_ERROR(MEDPROF_NVPW_CALL(NVPW_RawMetricsConfig_SetCounterAvailability(&a)));
@@ -151,7 +155,8 @@ absl::Status BuildLegacyHostImages(const CounterSessionOptions& o, LegacyHostIma
   NVPW_RawMetricsConfig_EndPassGroup_Params eg{NVPW_RawMetricsConfig_EndPassGroup_Params_STRUCT_SIZE};
   eg.pRawMetricsConfig = config;
   MEDPROF_RETURN_IF_ERROR(MEDPROF_NVPW_CALL(NVPW_RawMetricsConfig_EndPassGroup(&eg)));
-  NVPW_RawMetricsConfig_GenerateConfigImage_Params gen{NVPW_RawMetricsConfig_GenerateConfigImage_Params_STRUCT_SIZE};
+  NVPW_RawMetricsConfig_GenerateConfigImage_Params gen{
+      NVPW_RawMetricsConfig_GenerateConfigImage_Params_STRUCT_SIZE};
   gen.pRawMetricsConfig = config;
   MEDPROF_RETURN_IF_ERROR(MEDPROF_NVPW_CALL(NVPW_RawMetricsConfig_GenerateConfigImage(&gen)));
   NVPW_RawMetricsConfig_GetConfigImage_Params gi{NVPW_RawMetricsConfig_GetConfigImage_Params_STRUCT_SIZE};
@@ -182,7 +187,8 @@ absl::Status BuildLegacyHostImages(const CounterSessionOptions& o, LegacyHostIma
   ba.pRawMetricRequests = raw_requests.data();
   ba.numMetricRequests = raw_requests.size();
   MEDPROF_RETURN_IF_ERROR(MEDPROF_NVPW_CALL(NVPW_CounterDataBuilder_AddMetrics(&ba)));
-  NVPW_CounterDataBuilder_GetCounterDataPrefix_Params gp{NVPW_CounterDataBuilder_GetCounterDataPrefix_Params_STRUCT_SIZE};
+  NVPW_CounterDataBuilder_GetCounterDataPrefix_Params gp{
+      NVPW_CounterDataBuilder_GetCounterDataPrefix_Params_STRUCT_SIZE};
   gp.pCounterDataBuilder = cb.pCounterDataBuilder;
   MEDPROF_RETURN_IF_ERROR(MEDPROF_NVPW_CALL(NVPW_CounterDataBuilder_GetCounterDataPrefix(&gp)));
   out->prefix.resize(gp.bytesCopied);
@@ -266,7 +272,8 @@ class LegacySession final : public CounterSession {
       MEDPROF_ASSIGN_OR_RETURN(NVPW_MetricEvalRequest r, eval->Request(m));
       requests.push_back(r);
     }
-    NVPW_MetricsEvaluator_SetDeviceAttributes_Params a{NVPW_MetricsEvaluator_SetDeviceAttributes_Params_STRUCT_SIZE};
+    NVPW_MetricsEvaluator_SetDeviceAttributes_Params a{
+        NVPW_MetricsEvaluator_SetDeviceAttributes_Params_STRUCT_SIZE};
     a.pMetricsEvaluator = eval->get();
     a.pCounterDataImage = counter_data_.data();
     a.counterDataImageSize = counter_data_.size();
@@ -282,9 +289,11 @@ class LegacySession final : public CounterSession {
       std::vector<const char*> parts(d.numDescriptions);
       d.ppDescriptions = parts.data();
       MEDPROF_RETURN_IF_ERROR(MEDPROF_NVPW_CALL(NVPW_Profiler_CounterData_GetRangeDescriptions(&d)));
-      for (size_t i = 0; i < parts.size(); ++i) absl::StrAppend(&rv.name, i ? "/" : "", parts[i] ? parts[i] : "");
+      for (size_t i = 0; i < parts.size(); ++i)
+        absl::StrAppend(&rv.name, i ? "/" : "", parts[i] ? parts[i] : "");
       rv.values.assign(requests.size(), 0.0);
-      NVPW_MetricsEvaluator_EvaluateToGpuValues_Params e{NVPW_MetricsEvaluator_EvaluateToGpuValues_Params_STRUCT_SIZE};
+      NVPW_MetricsEvaluator_EvaluateToGpuValues_Params e{
+          NVPW_MetricsEvaluator_EvaluateToGpuValues_Params_STRUCT_SIZE};
       e.pMetricsEvaluator = eval->get();
       e.pMetricEvalRequests = requests.data();
       e.numMetricEvalRequests = requests.size();
@@ -318,12 +327,14 @@ class LegacySession final : public CounterSession {
     opts.maxNumRanges = static_cast<uint32_t>(o_.max_ranges);
     opts.maxNumRangeTreeNodes = static_cast<uint32_t>(o_.max_ranges);
     opts.maxRangeNameLength = 64;
-    CUpti_Profiler_CounterDataImage_CalculateSize_Params cs{CUpti_Profiler_CounterDataImage_CalculateSize_Params_STRUCT_SIZE};
+    CUpti_Profiler_CounterDataImage_CalculateSize_Params cs{
+        CUpti_Profiler_CounterDataImage_CalculateSize_Params_STRUCT_SIZE};
     cs.pOptions = &opts;
     cs.sizeofCounterDataImageOptions = CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE;
     MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiProfilerCounterDataImageCalculateSize(&cs)));
     counter_data_.assign(cs.counterDataImageSize, 0);
-    CUpti_Profiler_CounterDataImage_Initialize_Params ci{CUpti_Profiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+    CUpti_Profiler_CounterDataImage_Initialize_Params ci{
+        CUpti_Profiler_CounterDataImage_Initialize_Params_STRUCT_SIZE};
     ci.sizeofCounterDataImageOptions = CUpti_Profiler_CounterDataImageOptions_STRUCT_SIZE;
     ci.pOptions = &opts;
     ci.counterDataImageSize = counter_data_.size();
@@ -392,7 +403,8 @@ absl::StatusOr<size_t> LegacyConfigPasses(const std::string& chip, const std::ve
   return images.passes;
 }
 
-absl::StatusOr<std::unique_ptr<CounterSession>> NewLegacyCounterSession(const CounterSessionOptions& options) {
+absl::StatusOr<std::unique_ptr<CounterSession>> NewLegacyCounterSession(
+    const CounterSessionOptions& options) {
   MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<LegacySession> s, LegacySession::Create(options));
   return std::unique_ptr<CounterSession>(std::move(s));
 }

@@ -37,29 +37,34 @@ std::vector<MetricEntry> BuildCatalog() {
       E("l1_hit_pct", "%", G::kCore, {"l1tex__t_sector_hit_rate.pct"}, true),
       E("l2_hit_pct", "%", G::kCore, {"lts__t_sector_hit_rate.pct"}, true),
       E("dram_throughput_pct", "%", G::kCore,
-        {"dram__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"},
+        {"dram__throughput.avg.pct_of_peak_sustained_elapsed",
+         "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"},
         true),
       E("dram_bytes_read", "bytes", G::kCore, {"dram__bytes_read.sum"}),
       E("dram_bytes_write", "bytes", G::kCore, {"dram__bytes_write.sum"}),
   };
   for (const char* p : {"fma", "alu", "lsu", "cbu", "fp64", "xu", "adu", "tensor", "uniform"}) {
-    c.push_back(E(absl::StrCat("inst_pipe.", p), "inst", G::kCore, {absl::StrCat("sm__inst_executed_pipe_", p, ".sum")}));
+    c.push_back(E(absl::StrCat("inst_pipe.", p), "inst", G::kCore,
+                  {absl::StrCat("sm__inst_executed_pipe_", p, ".sum")}));
   }
   c.push_back(E("cpi", "cycles/inst", G::kStalls, {"smsp__average_warp_latency_per_inst_issued.ratio"}));
-  for (const char* r : {"long_scoreboard", "math_pipe_throttle", "branch_resolving", "short_scoreboard",
-                        "mio_throttle", "lg_throttle", "wait", "barrier", "not_selected", "selected",
-                        "no_instruction", "dispatch_stall", "tex_throttle", "drain", "imc_miss", "membar",
-                        "misc", "sleeping", "gmma"}) {
+  for (const char* r :
+       {"long_scoreboard", "math_pipe_throttle", "branch_resolving", "short_scoreboard", "mio_throttle",
+        "lg_throttle", "wait", "barrier", "not_selected", "selected", "no_instruction", "dispatch_stall",
+        "tex_throttle", "drain", "imc_miss", "membar", "misc", "sleeping", "gmma"}) {
     c.push_back(E(absl::StrCat("stall.", r), "cycles/issue", G::kStalls,
                   {absl::StrCat("smsp__average_warps_issue_stalled_", r, "_per_issue_active.ratio")}));
   }
-  c.push_back(E("sm_throughput_pct", "%", G::kThroughput, {"sm__throughput.avg.pct_of_peak_sustained_elapsed"}, true));
+  c.push_back(E("sm_throughput_pct", "%", G::kThroughput,
+                {"sm__throughput.avg.pct_of_peak_sustained_elapsed"}, true));
   c.push_back(E("memory_throughput_pct", "%", G::kThroughput,
                 {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"}, true));
-  c.push_back(E("l1_throughput_pct", "%", G::kThroughput, {"l1tex__throughput.avg.pct_of_peak_sustained_active"}, true));
-  c.push_back(E("l2_throughput_pct", "%", G::kThroughput, {"lts__throughput.avg.pct_of_peak_sustained_elapsed"}, true));
-  for (const char* s : {"fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "dadd", "dmul", "dfma", "fp32", "fp16",
-                        "fp64", "integer", "bit", "conversion", "memory", "control", "misc"}) {
+  c.push_back(E("l1_throughput_pct", "%", G::kThroughput,
+                {"l1tex__throughput.avg.pct_of_peak_sustained_active"}, true));
+  c.push_back(E("l2_throughput_pct", "%", G::kThroughput,
+                {"lts__throughput.avg.pct_of_peak_sustained_elapsed"}, true));
+  for (const char* s : {"fadd", "fmul", "ffma", "hadd", "hmul", "hfma", "dadd", "dmul", "dfma", "fp32",
+                        "fp16", "fp64", "integer", "bit", "conversion", "memory", "control", "misc"}) {
     c.push_back(E(absl::StrCat("sass.", s), "thread inst", G::kSass,
                   {absl::StrCat("smsp__sass_thread_inst_executed_op_", s, "_pred_on.sum")}));
   }
@@ -70,12 +75,14 @@ std::vector<MetricEntry> BuildPm() {
   using G = MetricGroup;
   return {
       E("sm_active_pct", "%", G::kCore, {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed"}, true),
-      E("issue_active_pct", "%", G::kCore, {"sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed"}, true),
+      E("issue_active_pct", "%", G::kCore, {"sm__inst_executed_realtime.avg.pct_of_peak_sustained_elapsed"},
+        true),
       E("tensor_pipe_pct", "%", G::kCore,
         {"sm__pipe_tensor_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed",
          "sm__pipe_shared_cycles_active_realtime.avg.pct_of_peak_sustained_elapsed"},
         true),
-      E("warps_active_pct", "%", G::kCore, {"sm__warps_active_realtime.avg.pct_of_peak_sustained_elapsed"}, true),
+      E("warps_active_pct", "%", G::kCore, {"sm__warps_active_realtime.avg.pct_of_peak_sustained_elapsed"},
+        true),
       E("l2_throughput_pct", "%", G::kCore, {"lts__t_sectors.avg.pct_of_peak_sustained_elapsed"}, true),
       E("dram_throughput_pct", "%", G::kCore, {"dram__throughput.avg.pct_of_peak_sustained_elapsed"}, true),
       E("sm_clock_hz", "Hz", G::kCore, {"gpc__cycles_elapsed.avg.per_second"}),
@@ -125,8 +132,8 @@ ResolvedCatalog ResolveCatalog(const std::vector<MetricEntry>& catalog, const st
       why.push_back(absl::StrCat(cand, " (", reason, ")"));
     }
     if (!found) {
-      out.dropped.push_back(
-          DroppedMetric{e.name, absl::StrCat("no valid Perfworks metric on ", chip, ": ", absl::StrJoin(why, "; "))});
+      out.dropped.push_back(DroppedMetric{
+          e.name, absl::StrCat("no valid Perfworks metric on ", chip, ": ", absl::StrJoin(why, "; "))});
     }
   }
   return out;

@@ -21,8 +21,8 @@ enum class MetricGroup { kCore, kStalls, kThroughput, kSass };
 const char* MetricGroupName(MetricGroup g);
 
 struct MetricEntry {
-  std::string name;                     // medprof name, e.g. "tensor_pipe_pct"
-  std::string unit;                     // "ns", "cycles", "inst", "%", "bytes", ...
+  std::string name;  // medprof name, e.g. "tensor_pipe_pct"
+  std::string unit;  // "ns", "cycles", "inst", "%", "bytes", ...
   MetricGroup group = MetricGroup::kCore;
   std::vector<std::string> candidates;  // Perfworks names, preferred first
   bool percent = false;                 // a 0..100 value: clamped, time-weighted when averaged
@@ -30,7 +30,7 @@ struct MetricEntry {
 
 // A catalog entry resolved for one chip.
 struct ResolvedMetric {
-  std::string name;       // medprof name
+  std::string name;  // medprof name
   std::string unit;
   std::string perfworks;  // the Perfworks metric chosen
   MetricGroup group = MetricGroup::kCore;
@@ -38,8 +38,9 @@ struct ResolvedMetric {
 };
 
 struct DroppedMetric {
-  std::string name;    // medprof name
-  std::string reason;  // e.g. "no valid Perfworks metric on GH100: sm__x.sum (CUPTI_ERROR_INVALID_METRIC_NAME)"
+  std::string name;  // medprof name
+  std::string
+      reason;  // e.g. "no valid Perfworks metric on GH100: sm__x.sum (CUPTI_ERROR_INVALID_METRIC_NAME)"
 };
 
 struct ResolvedCatalog {

@@ -24,9 +24,9 @@
 namespace medprof::profiler {
 
 struct PcSamplerOptions {
-  uint32_t period_exponent = 17;   // sample every 2^N cycles per SM (spec: 2^14..2^18)
-  size_t max_pcs = 10000;          // PCs per GetData call
-  size_t scratch_bytes = 8 << 20;  // CUPTI's decode buffer
+  uint32_t period_exponent = 17;      // sample every 2^N cycles per SM (spec: 2^14..2^18)
+  size_t max_pcs = 10000;             // PCs per GetData call
+  size_t scratch_bytes = 8 << 20;     // CUPTI's decode buffer
   size_t hardware_bytes = 128 << 20;  // device-side buffer (CUPTI default 512 MB)
 };
 
@@ -47,7 +47,7 @@ class PcSampler {
   CUcontext ctx_ = nullptr;
   bool enabled_ = false;
   bool hardware_buffer_full_ = false;
-  std::vector<std::string> reason_names_;       // by position in the stall-reason table
+  std::vector<std::string> reason_names_;  // by position in the stall-reason table
   std::vector<uint32_t> reason_indices_;
   std::vector<std::vector<char>> reason_storage_;
   std::vector<std::vector<uint8_t>> pc_storage_;  // per PC: its stall-reason array

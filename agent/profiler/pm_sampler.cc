@@ -14,7 +14,8 @@ absl::StatusOr<std::unique_ptr<PmSampler>> PmSampler::Enable(int device_index, c
   if (metrics.empty()) return absl::InvalidArgumentError("pm sampling: no metrics");
   MEDPROF_RETURN_IF_ERROR(InitializeCuptiProfiler());
   std::unique_ptr<PmSampler> s(new PmSampler());
-  CUpti_PmSampling_GetCounterAvailability_Params a{CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE};
+  CUpti_PmSampling_GetCounterAvailability_Params a{
+      CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE};
   a.deviceIndex = static_cast<size_t>(device_index);
   MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiPmSamplingGetCounterAvailability(&a)));
   std::vector<uint8_t> availability(a.counterAvailabilityImageSize);
@@ -24,7 +25,8 @@ absl::StatusOr<std::unique_ptr<PmSampler>> PmSampler::Enable(int device_index, c
   MEDPROF_ASSIGN_OR_RETURN(s->config_, s->host_->NewConfig(metrics));
   if (s->config_->passes() != 1) {
     return absl::UnimplementedError(absl::StrCat("pm sampling: the metric set needs ", s->config_->passes(),
-                                                 " passes on ", chip, "; PM sampling takes single-pass sets only"));
+                                                 " passes on ", chip,
+                                                 "; PM sampling takes single-pass sets only"));
   }
   CUpti_PmSampling_Enable_Params e{CUpti_PmSampling_Enable_Params_STRUCT_SIZE};
   e.deviceIndex = static_cast<size_t>(device_index);
@@ -39,7 +41,8 @@ absl::StatusOr<std::unique_ptr<PmSampler>> PmSampler::Enable(int device_index, c
   c.pConfig = s->config_->image().data();
   c.hardwareBufferSize = 256ull << 20;
   c.samplingInterval = sysclk ? interval_ns * 14 / 10 : interval_ns;
-  c.triggerMode = sysclk ? CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL : CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+  c.triggerMode = sysclk ? CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL
+                         : CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
   c.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
   MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiPmSamplingSetConfig(&c)));
 
@@ -52,7 +55,8 @@ absl::StatusOr<std::unique_ptr<PmSampler>> PmSampler::Enable(int device_index, c
   z.maxSamples = max_samples;
   MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiPmSamplingGetCounterDataSize(&z)));
   s->counter_data_.assign(z.counterDataSize, 0);
-  CUpti_PmSampling_CounterDataImage_Initialize_Params i{CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE};
+  CUpti_PmSampling_CounterDataImage_Initialize_Params i{
+      CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE};
   i.pPmSamplingObject = s->object_;
   i.counterDataSize = s->counter_data_.size();
   i.pCounterData = s->counter_data_.data();
@@ -97,7 +101,8 @@ absl::StatusOr<std::vector<PmSample>> PmSampler::Decode(bool* overflow) {
   MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiPmSamplingGetCounterDataInfo(&info)));
   std::vector<PmSample> out;
   for (size_t k = 0; k < info.numCompletedSamples; ++k) {
-    CUpti_PmSampling_CounterData_GetSampleInfo_Params si{CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE};
+    CUpti_PmSampling_CounterData_GetSampleInfo_Params si{
+        CUpti_PmSampling_CounterData_GetSampleInfo_Params_STRUCT_SIZE};
     si.pPmSamplingObject = object_;
     si.pCounterDataImage = counter_data_.data();
     si.counterDataImageSize = counter_data_.size();

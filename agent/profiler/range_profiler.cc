@@ -72,8 +72,12 @@ absl::Status DeviceSupported(int device_index, CUpti_Profiler_API api) {
   if (p.isSupported == CUPTI_PROFILER_CONFIGURATION_SUPPORTED) return absl::OkStatus();
   std::vector<std::string> why;
   const std::pair<const char*, CUpti_Profiler_Support_Level> aspects[] = {
-      {"architecture", p.architecture}, {"SLI", p.sli}, {"vGPU", p.vGpu},
-      {"confidential compute", p.confidentialCompute}, {"CMP board", p.cmp}, {"WSL", p.wsl}};
+      {"architecture", p.architecture},
+      {"SLI", p.sli},
+      {"vGPU", p.vGpu},
+      {"confidential compute", p.confidentialCompute},
+      {"CMP board", p.cmp},
+      {"WSL", p.wsl}};
   for (const auto& [name, level] : aspects) {
     if (level != CUPTI_PROFILER_CONFIGURATION_SUPPORTED) why.push_back(absl::StrCat(name, " ", Level(level)));
   }
@@ -163,7 +167,8 @@ absl::StatusOr<std::vector<RangeValues>> RangeProfilerTarget::Decode(size_t* dro
   d.pRangeProfilerObject = object_;
   MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiRangeProfilerDecodeData(&d)));
   if (dropped != nullptr) *dropped = d.numOfRangeDropped;
-  CUpti_RangeProfiler_GetCounterDataInfo_Params info{CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE};
+  CUpti_RangeProfiler_GetCounterDataInfo_Params info{
+      CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE};
   info.pCounterDataImage = counter_data_.data();
   info.counterDataImageSize = counter_data_.size();
   MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiRangeProfilerGetCounterDataInfo(&info)));

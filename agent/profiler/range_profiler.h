@@ -43,8 +43,8 @@ class RangeProfilerTarget {
   RangeProfilerTarget(const RangeProfilerTarget&) = delete;
   RangeProfilerTarget& operator=(const RangeProfilerTarget&) = delete;
 
-  absl::Status Configure(CuptiHost::Config* config, CUpti_ProfilerRange range, CUpti_ProfilerReplayMode replay,
-                         size_t max_ranges);
+  absl::Status Configure(CuptiHost::Config* config, CUpti_ProfilerRange range,
+                         CUpti_ProfilerReplayMode replay, size_t max_ranges);
   absl::Status Start();
   // Returns whether every pass has been submitted.
   absl::StatusOr<bool> Stop();

@@ -51,7 +51,8 @@ TEST(CuptiHost, OlderChipsDropWhatTheyLackWithTheReason) {
   ASSERT_EQ(a.dropped.size(), 1u);
   EXPECT_EQ(a.dropped[0].name, "stall.gmma");  // wgmma is Hopper-only
   EXPECT_THAT(a.dropped[0].reason, HasSubstr("CUPTI_ERROR_INVALID_METRIC_NAME"));
-  EXPECT_EQ(PerfworksOf(a, "tensor_pipe_pct"), "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active");
+  EXPECT_EQ(PerfworksOf(a, "tensor_pipe_pct"),
+            "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active");
 
   auto gv100 = CuptiHost::Create(CUPTI_PROFILER_TYPE_RANGE_PROFILER, "GV100", {});
   ASSERT_TRUE(gv100.ok()) << gv100.status();
@@ -98,7 +99,8 @@ TEST(CuptiHost, UnknownMetricNamesAreReportedNotFatal) {
   ASSERT_TRUE(host.ok()) << host.status();
   EXPECT_EQ((*host)->Validity("gpu__time_duration.sum"), "");
   EXPECT_THAT((*host)->Validity("sm__no_such_metric.sum"), HasSubstr("CUPTI_ERROR"));
-  EXPECT_THAT((*host)->NewConfig({}).status(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no metrics")));
+  EXPECT_THAT((*host)->NewConfig({}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no metrics")));
 }
 
 }  // namespace

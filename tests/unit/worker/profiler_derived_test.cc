@@ -1,12 +1,11 @@
 // The profiler's pure pieces behind the sampling and metrics layers: the metric catalog's
 // per-chip resolution (with a fake validity oracle), PC-sampling stall shares, and the
 // findings/priority rules (spec/cupti.md §5) on hand-made kernel facts.
+#include <set>
+
 #include "agent/profiler/findings.h"
 #include "agent/profiler/metric_catalog.h"
 #include "agent/profiler/stall_samples.h"
-
-#include <set>
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -46,7 +45,8 @@ TEST(MetricCatalog, ResolvePicksTheFirstValidCandidateAndExplainsDrops) {
   EXPECT_EQ(r.dropped[0].name, "stall.gmma");
   EXPECT_THAT(r.dropped[0].reason, HasSubstr("GA100"));
   EXPECT_THAT(r.dropped[0].reason, HasSubstr("c.gmma (CUPTI_ERROR_INVALID_METRIC_NAME)"));
-  EXPECT_EQ(r.PerfworksNames({MetricGroup::kCore}), (std::vector<std::string>{"b.hmma", "gpu__time_duration.sum"}));
+  EXPECT_EQ(r.PerfworksNames({MetricGroup::kCore}),
+            (std::vector<std::string>{"b.hmma", "gpu__time_duration.sum"}));
   EXPECT_TRUE(r.PerfworksNames({MetricGroup::kSass}).empty());
 }
 
@@ -66,7 +66,8 @@ TEST(MetricCatalog, PercentagesAreClampedAndNonFiniteValuesRejected) {
 
 TEST(StallSamples, PoolsIssuedAndNotIssuedSamplesPerReason) {
   EXPECT_EQ(NormalizeStallReason("smsp__pcsamp_warps_issue_stalled_long_scoreboard"), "long_scoreboard");
-  EXPECT_EQ(NormalizeStallReason("smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued"), "long_scoreboard");
+  EXPECT_EQ(NormalizeStallReason("smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued"),
+            "long_scoreboard");
   EXPECT_EQ(NormalizeStallReason("smsp__pcsamp_sample_count"), "");
   StallSamples s;
   s.Add("copy_kernel", "smsp__pcsamp_warps_issue_stalled_long_scoreboard", 90);
@@ -113,7 +114,9 @@ TEST(Findings, FmaBoundConvolutionWithIdleTensorCores) {
 
 TEST(Findings, SmallGridNeedsNoCountersAndNamesTheGroupNormStatistics) {
   KernelFacts k;
-  k.name = "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>(long, float, float const*, float*, float*)";
+  k.name =
+      "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float, float>(long, float, float "
+      "const*, float*, float*)";
   k.op = "aten::native_group_norm";
   k.phase = "fwd";
   k.category = "norm";
@@ -133,7 +136,9 @@ TEST(Findings, ASmallGridExplainsTheLatencyOfTheSameKernel) {
   // RowwiseMoments on the H200 (opt1): 32 blocks, issue slots 14 % busy, 81 % of the warp
   // cycles on long_scoreboard. The grid is the finding; its estimate is the larger one.
   KernelFacts k;
-  k.name = "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float>(long, float, float const*, float*, float*)";
+  k.name =
+      "void at::native::(anonymous namespace)::RowwiseMomentsCUDAKernel<float>(long, float, float const*, "
+      "float*, float*)";
   k.op = "aten::native_group_norm";
   k.category = "norm";
   k.share = 0.148;
@@ -155,8 +160,9 @@ TEST(Findings, SortedByPriorityAndLatencyCappedByIssueHeadroom) {
   copy.category = "elementwise";
   copy.share = 0.2;
   copy.blocks = 4096;
-  copy.metrics = {{"dram_throughput_pct", 80.0}, {"sm_throughput_pct", 20.0}, {"issue_active_pct", 10.0},
-                  {"cpi", 100.0}, {"stall.long_scoreboard", 90.0}, {"stall.selected", 1.0}};
+  copy.metrics = {{"dram_throughput_pct", 80.0},   {"sm_throughput_pct", 20.0},
+                  {"issue_active_pct", 10.0},      {"cpi", 100.0},
+                  {"stall.long_scoreboard", 90.0}, {"stall.selected", 1.0}};
   FindingsOptions o;
   o.sm_count = 132;
   const auto f = FindKernelFindings({Conv(0.3, 80.0, 0.0), copy}, o);
