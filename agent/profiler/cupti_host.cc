@@ -14,14 +14,14 @@ void Deinitialize(CUpti_Profiler_Host_Object* object) {
   (void)cuptiProfilerHostDeinitialize(&p);  // teardown: nothing to do on failure
 }
 
+}  // namespace
+
 std::vector<const char*> CStrings(const std::vector<std::string>& names) {
   std::vector<const char*> out;
   out.reserve(names.size());
   for (const std::string& n : names) out.push_back(n.c_str());
   return out;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<CuptiHost>> CuptiHost::Create(CUpti_ProfilerType type, const std::string& chip,
                                                              const std::vector<uint8_t>& availability) {

@@ -19,6 +19,9 @@
 
 namespace medprof::profiler {
 
+// Pointers to the names, for the CUPTI calls that take `const char**` (valid while `names` lives).
+std::vector<const char*> CStrings(const std::vector<std::string>& names);
+
 class CuptiHost {
  public:
   // `availability` may be empty (host-only use: validity and pass counts without a device).

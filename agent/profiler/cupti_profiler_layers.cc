@@ -70,6 +70,19 @@ v1::MetricValue Row(const std::string& scope, const std::string& name, double va
   return m;
 }
 
+// One range's values under their medprof names (sanitized; a non-finite value is left out), plus
+// dram_bytes = read + write when both are there.
+void StoreRangeValues(const std::vector<ResolvedMetric>& metrics, const std::vector<double>& values,
+                      std::map<std::string, double>* out) {
+  for (size_t i = 0; i < metrics.size() && i < values.size(); ++i) {
+    double v = values[i];
+    if (SanitizeMetricValue(metrics[i], &v)) (*out)[metrics[i].name] = v;
+  }
+  if (out->count("dram_bytes_read") && out->count("dram_bytes_write")) {
+    (*out)["dram_bytes"] = out->at("dram_bytes_read") + out->at("dram_bytes_write");
+  }
+}
+
 bool IsDeviceKernel(const std::string& name) { return !name.empty() && name.front() != '['; }
 
 // Per kernel name: time over every (op, phase) entry, and the facts of its largest entry.
@@ -374,13 +387,7 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
     out["launch.grid_x"] = order[r].second[0];
     out["launch.grid_y"] = order[r].second[1];
     out["launch.grid_z"] = order[r].second[2];
-    for (size_t i = 0; i < metrics.size() && i < ranges[r].values.size(); ++i) {
-      double v = ranges[r].values[i];
-      if (SanitizeMetricValue(metrics[i], &v)) out[metrics[i].name] = v;
-    }
-    if (out.count("dram_bytes_read") && out.count("dram_bytes_write")) {
-      out["dram_bytes"] = out["dram_bytes_read"] + out["dram_bytes_write"];
-    }
+    StoreRangeValues(metrics, ranges[r].values, &out);
   }
   for (const std::string& t : targets) {
     if (!done.count(t))
@@ -444,13 +451,7 @@ absl::Status CuptiProfiler::ProfilePhases(const StepRunner& run, const CounterSe
   if (dropped > 0) metrics_notes_.push_back(absl::StrCat(dropped, " phase ranges dropped by CUPTI"));
   for (const RangeValues& r : ranges) {
     std::map<std::string, double>& out = phase_metrics_[r.name];
-    for (size_t i = 0; i < metrics.size() && i < r.values.size(); ++i) {
-      double v = r.values[i];
-      if (SanitizeMetricValue(metrics[i], &v)) out[metrics[i].name] = v;
-    }
-    if (out.count("dram_bytes_read") && out.count("dram_bytes_write")) {
-      out["dram_bytes"] = out["dram_bytes_read"] + out["dram_bytes_write"];
-    }
+    StoreRangeValues(metrics, r.values, &out);
   }
   kLog.Info("metrics layer: {} phase ranges", phase_metrics_.size());
   return absl::OkStatus();

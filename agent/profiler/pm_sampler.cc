@@ -46,8 +46,7 @@ absl::StatusOr<std::unique_ptr<PmSampler>> PmSampler::Enable(int device_index, c
   c.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
   MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiPmSamplingSetConfig(&c)));
 
-  std::vector<const char*> names;
-  for (const std::string& m : metrics) names.push_back(m.c_str());
+  std::vector<const char*> names = CStrings(metrics);
   CUpti_PmSampling_GetCounterDataSize_Params z{CUpti_PmSampling_GetCounterDataSize_Params_STRUCT_SIZE};
   z.pPmSamplingObject = s->object_;
   z.pMetricNames = names.data();

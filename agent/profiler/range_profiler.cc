@@ -13,12 +13,6 @@
 namespace medprof::profiler {
 namespace {
 
-std::vector<const char*> CStrings(const std::vector<std::string>& names) {
-  std::vector<const char*> out;
-  for (const std::string& n : names) out.push_back(n.c_str());
-  return out;
-}
-
 const char* Level(CUpti_Profiler_Support_Level l) {
   switch (l) {
     case CUPTI_PROFILER_CONFIGURATION_SUPPORTED:
