@@ -120,6 +120,32 @@ TEST(WorkerBinaryTest, BadVolumeExits2NamingTheFieldAndWritesWorkerError) {
   EXPECT_THAT(records[0].error().message(), HasSubstr("volume"));
 }
 
+// --decode prints a results file as JSON lines; a missing or cut file is refused with the cause.
+TEST(WorkerBinaryTest, DecodePrintsJsonLinesAndRefusesBadFiles) {
+  const std::string out = ::testing::TempDir() + "/medprof_worker_decode.pb";
+  ASSERT_EQ(RunBinary({"--preset", "baseline", "--volume", "20", "--out", out}, "decode_src").exit_code, 2);
+  Result r = RunBinary({"--decode", out}, "decode_ok");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json line = nlohmann::json::parse(r.out);  // one record: the WorkerError
+  EXPECT_EQ(line.at("error").at("kind"), "invalid_config");
+
+  r = RunBinary({"--decode", out + ".missing"}, "decode_missing");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr(".missing"));
+
+  const std::string bytes = Slurp(out);
+  ASSERT_GT(bytes.size(), 4u);
+  const std::string cut = out + ".cut";
+  {
+    std::ofstream f(cut, std::ios::binary);
+    f << bytes.substr(0, bytes.size() - 3);
+  }
+  r = RunBinary({"--decode", cut}, "decode_cut");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("--decode " + cut));
+  EXPECT_EQ(r.out, "");
+}
+
 TEST(WorkerBinaryTest, CommandLineErrorsExit2) {
   Result r = RunBinary({"--preset", "baseline"}, "nochannel");
   EXPECT_EQ(r.exit_code, 2);
