@@ -305,12 +305,13 @@ std::vector<v1::WorkerMessage> ReadTap(const std::string& path) {
   return out;
 }
 
-bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout,
+                std::chrono::milliseconds poll) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     if (pred()) return true;
     if (std::chrono::steady_clock::now() >= deadline) return pred();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(poll);
   }
 }
 

@@ -111,8 +111,9 @@ std::string WriteTapWorker(const std::string& dir);
 // Every record a worker wrote for one run, as the tap saw it.
 std::vector<v1::WorkerMessage> ReadTap(const std::string& path);
 
-// Polls `pred` every 50 ms until true or timeout; returns its last value.
-bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+// Polls `pred` every `poll` until true or timeout; returns its last value.
+bool Eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout,
+                std::chrono::milliseconds poll = std::chrono::milliseconds(50));
 
 // Read-only SQL probe of a server's DB file (integration assertions only).
 class DbProbe {
