@@ -11,6 +11,7 @@
 #include "agent/worker/config_mapping.h"
 #include "common/version.h"
 #include "common/workload_config.h"
+#include "workloads/meddpm/fused_info.h"
 #include "workloads/meddpm/workload.h"
 
 namespace medprof::worker {
@@ -37,6 +38,18 @@ absl::StatusOr<std::string> DescribeJson(const v1::WorkloadConfig& effective) {
                 {"channels_last", flags.channels_last},
                 {"bf16", flags.bf16},
                 {"fused", flags.fused}};
+  {
+    // Listed on every build; `runnable` says whether this binary can run them at all (a CPU
+    // run with fused on still runs LibTorch's ops: the run's workload_note says so).
+    nlohmann::ordered_json kernels = nlohmann::ordered_json::array();
+    for (const meddpm::fused::KernelInfo& k : meddpm::fused::Kernels()) {
+      kernels.push_back({{"name", k.name}, {"role", k.role}});
+    }
+    j["fused_group_norm"] = {{"requested", flags.fused},
+                             {"compiled", meddpm::fused::Compiled()},
+                             {"unavailable_reason", meddpm::fused::NotCompiledReason()},
+                             {"kernels", kernels}};
+  }
   j["estimated_peak_memory_bytes"] = peak;
   j["estimated_peak_memory_gib"] = static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0);
   j["volume"] = {dims.d, dims.h, dims.w};

@@ -6,6 +6,10 @@
 //   config                        the effective WorkloadConfig (proto JSON, field names as in
 //                                 workload.proto, every field printed)
 //   flags                         {tf32, channels_last, bf16, fused}: the preset after overrides
+//   fused_group_norm              {requested, compiled, unavailable_reason, kernels: [{name,
+//                                  role}]}: medprof's fused GroupNorm kernels, listed on every
+//                                 build; compiled false (with the reason) where this binary
+//                                 cannot run them
 //   estimated_peak_memory_bytes   meddpm::EstimatePeakMemoryBytes
 //   estimated_peak_memory_gib
 //   volume                        [d, h, w]

@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/workload_config.h"
+#include "workloads/meddpm/fused_info.h"
 #include "workloads/meddpm/workload.h"
 
 #if MEDPROF_HAVE_CUDA
@@ -306,6 +307,15 @@ int RunWorker(const RunContext& in) {
   if (absl::Status s = ctx.channel->WriteTerminal(m); !s.ok()) return Fail(ctx, s, "writing RunSummary");
   kLog.Info("done: {} measured steps, median {:.1f} ms, peak memory {:.1f} MiB", wall.size(),
             sum->step_ms_median(), static_cast<double>(sum->peak_memory_bytes()) / (1 << 20));
+  if (options.fused) {
+    const meddpm::fused::CallCounts n = meddpm::fused::Counts();
+    if (n.fallback > 0) {
+      kLog.Warn("fused GroupNorm: {} calls through medprof's kernels, {} through LibTorch's ops (last reason: {})",
+                n.fused, n.fallback, n.last_fallback_reason);
+    } else {
+      kLog.Info("fused GroupNorm: {} calls through medprof's kernels", n.fused);
+    }
+  }
   return kExitOk;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string_view>
 
+#include "workloads/meddpm/fused_group_norm.h"
 #include "workloads/meddpm/synthetic.h"
 
 namespace medprof::meddpm {
@@ -31,6 +32,13 @@ torch::Tensor GroupNormFp32(const nn::GroupNorm& gn, const torch::Tensor& x, con
   return Keep(at::group_norm(in, gn->options.num_groups(), gn->weight, gn->bias, gn->options.eps()), ctx);
 }
 
+// medprof's fused GroupNorm (+ SiLU when `silu`, + the per-channel `emb` add when defined):
+// keeps x's dtype and layout (fused_group_norm.h); LibTorch's ops where the kernels cannot run.
+torch::Tensor FusedGroupNorm(const nn::GroupNorm& gn, const torch::Tensor& x, const torch::Tensor& emb, bool silu) {
+  return fused::GroupNormAct(x, emb, gn->options.num_groups(), gn->weight, gn->bias, gn->options.eps(), silu,
+                             /*fused=*/true);
+}
+
 }  // namespace
 
 // GroupNorm "0" -> SiLU (no parameters, index 1) -> Conv3d k3 "2": ResBlock halves a and b.
@@ -41,7 +49,12 @@ class NormActConvImpl : public nn::Module {
     conv_ = register_module("2", MakeConv3d(in, out, 3));
   }
   torch::Tensor Forward(const torch::Tensor& x, const ForwardContext& ctx) {
+    if (ctx.fused) return Keep(conv_(FusedGroupNorm(norm_, x, torch::Tensor(), /*silu=*/true)), ctx);
     return Keep(conv_(at::silu(GroupNormFp32(norm_, x, ctx))), ctx);
+  }
+  // Fused only: conv(silu(GroupNorm(x + emb))) without materializing x + emb.
+  torch::Tensor ForwardWithEmbedding(const torch::Tensor& x, const torch::Tensor& emb, const ForwardContext& ctx) {
+    return Keep(conv_(FusedGroupNorm(norm_, x, emb, /*silu=*/true)), ctx);
   }
 
  private:
@@ -65,8 +78,12 @@ class ResBlockImpl : public LayerModule {
     const torch::Tensor skip = k_.is_empty() ? x : Keep(k_(x), ctx);
     torch::Tensor h = a_->Forward(x, ctx);
     const torch::Tensor e = e_(at::silu(ctx.emb));
-    h = h + e.view({e.size(0), e.size(1), 1, 1, 1});
-    h = b_->Forward(h, ctx);
+    if (ctx.fused) {
+      h = b_->ForwardWithEmbedding(h, e, ctx);  // the add happens inside b's GroupNorm
+    } else {
+      h = h + e.view({e.size(0), e.size(1), 1, 1, 1});
+      h = b_->Forward(h, ctx);
+    }
     return Keep(skip + h, ctx);
   }
 
@@ -88,7 +105,8 @@ class AttentionImpl : public LayerModule {
   torch::Tensor Forward(const torch::Tensor& x, const ForwardContext& ctx) override {
     const int64_t batch = x.size(0), channels = x.size(1);
     const torch::Tensor h = x.reshape({batch, channels, -1});
-    const torch::Tensor qkv = q_(GroupNormFp32(n_, h, ctx));
+    const torch::Tensor qkv =
+        q_(ctx.fused ? FusedGroupNorm(n_, h, torch::Tensor(), /*silu=*/false) : GroupNormFp32(n_, h, ctx));
     const std::vector<torch::Tensor> parts = qkv.chunk(3, 1);
     const double scale = 1.0 / std::sqrt(std::sqrt(static_cast<double>(channels)));
     // weights[b, t, s] = sum_c q[b, c, t] k[b, c, s]
@@ -225,6 +243,7 @@ UNetImpl::UNetImpl(const ModelOptions& model) : plan_(MakePlan(model)) {
 torch::Tensor UNetImpl::forward(const torch::Tensor& x, const torch::Tensor& t) {
   ForwardContext ctx;
   ctx.channels_last = channels_last_;
+  ctx.fused = fused_;
   ctx.emb = time_->Forward(TimestepEmbedding(t, plan_.model.base_channels));
   std::vector<torch::Tensor> skips;
   skips.reserve(input_->items().size());
@@ -268,6 +287,8 @@ void UNetImpl::InitWeights(uint64_t seed, InitMode mode) {
     }
   }
 }
+
+void UNetImpl::SetFused(bool on) { fused_ = on; }
 
 void UNetImpl::SetChannelsLast(bool on) {
   torch::NoGradGuard no_grad;

@@ -53,6 +53,7 @@ enum class InitMode {
 struct ForwardContext {
   torch::Tensor emb;           // time MLP output (B, 4 base)
   bool channels_last = false;  // keep 5-D activations in ChannelsLast3d
+  bool fused = false;          // GroupNorm(+SiLU, +emb add) through fused_group_norm.h
 };
 
 // One layer of a block (R, A or D), called with the block's running tensor.
@@ -98,11 +99,17 @@ class UNetImpl : public torch::nn::Module {
   void SetChannelsLast(bool on);
   bool channels_last() const { return channels_last_; }
 
+  // GroupNorm (+ SiLU, + the ResBlock's embedding add) through medprof's fused kernels
+  // (fused_group_norm.h; LibTorch's ops wherever they cannot run). Same parameters either way.
+  void SetFused(bool on);
+  bool fused() const { return fused_; }
+
   const UNetPlan& plan() const { return plan_; }
 
  private:
   UNetPlan plan_;
   bool channels_last_ = false;
+  bool fused_ = false;
   std::shared_ptr<TimeMlpImpl> time_;      // "t"
   std::shared_ptr<BlockListImpl> input_;   // "I"
   std::shared_ptr<LayerListImpl> middle_;  // "M"

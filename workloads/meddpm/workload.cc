@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "workloads/meddpm/architecture.h"
+#include "workloads/meddpm/fused_info.h"
 #include "workloads/meddpm/schedule.h"
 #include "workloads/meddpm/synthetic.h"
 #include "workloads/meddpm/torch_compat.h"
@@ -267,14 +268,23 @@ void MeddpmWorkload::ApplyFlags() {
   compat::SetTf32(o_.tf32);
   compat::SetCudnnBenchmark(false);
   if (o_.cpu_threads > 0) at::set_num_threads(o_.cpu_threads);
-  if (o_.fused) notes.push_back("fused kernels not built (requested fused=true; running LibTorch ops)");
+  bool fused = false;
+  if (o_.fused) {
+    if (!fused::Compiled()) {
+      notes.push_back("fused GroupNorm unavailable: " + fused::NotCompiledReason());
+    } else if (!cuda()) {
+      notes.push_back("fused GroupNorm kernels run on CUDA devices only; LibTorch's ops run on the CPU");
+    } else {
+      fused = true;
+    }
+  }
   if (!cuda() && o_.tf32) notes.push_back("tf32 has no effect on CPU");
 
   flags_.tf32_cudnn = compat::Tf32CuDNN();
   flags_.tf32_matmul = compat::Tf32CuBLAS();
   flags_.cudnn_benchmark = compat::CudnnBenchmark();
   flags_.bf16 = bf16;
-  flags_.fused = false;
+  flags_.fused = fused;
   flags_.device = device_.str();
   flags_.torch_version = compat::TorchVersion();
   flags_.cudnn_version = cuda() ? compat::CudnnVersion() : "";
@@ -318,6 +328,7 @@ absl::Status MeddpmWorkload::Init() {
   net_->InitWeights(o_.seed, InitMode::kReference);
   net_->to(device_);
   if (o_.channels_last) net_->SetChannelsLast(true);
+  net_->SetFused(flags_.fused);
   flags_.channels_last = false;
   for (const torch::Tensor& p : net_->parameters()) {
     if (p.dim() == 5) {  // read back from the first conv weight

@@ -202,6 +202,34 @@ TEST(WorkerBinaryTest, DescribeJobFileWithOverrides) {
   EXPECT_EQ(j["volume"], nlohmann::json::array({64, 64, 64}));
 }
 
+// opt3 lists the fused kernels on every build and says when this build cannot run them (the
+// CI build: Debian's LibTorch has no CUDA, so the glue is not compiled).
+TEST(WorkerBinaryTest, DescribeOpt3ListsTheFusedKernels) {
+  const Result r = RunBinary({"--preset", "opt3", "--describe"}, "describeopt3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["flags"]["fused"], true);
+  EXPECT_EQ(j["flags"]["channels_last"], true);
+  EXPECT_EQ(j["flags"]["bf16"], true);
+  const nlohmann::json& f = j["fused_group_norm"];
+  EXPECT_EQ(f["requested"], true);
+  ASSERT_EQ(f["kernels"].size(), 8u);
+  EXPECT_EQ(f["kernels"][0]["name"], "medprof_group_norm_stats_ncs");
+  for (const auto& k : f["kernels"]) {
+    EXPECT_THAT(k["name"].get<std::string>(), HasSubstr("medprof_group_norm"));
+    EXPECT_FALSE(k["role"].get<std::string>().empty());
+  }
+  if (f["compiled"].get<bool>()) {
+    EXPECT_EQ(f["unavailable_reason"], "");
+  } else {
+    EXPECT_THAT(f["unavailable_reason"].get<std::string>(), HasSubstr("LibTorch's ops run instead"));
+  }
+  // baseline does not ask for them but still lists them.
+  const Result b = RunBinary({"--preset", "baseline", "--describe"}, "describebase");
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(b.out)["fused_group_norm"]["requested"], false);
+}
+
 TEST(DescribeJsonTest, TinyModelCountsItsOwnParameters) {
   v1::WorkloadConfig c;
   c.set_preset("baseline");

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 #include "workloads/meddpm/architecture.h"
+#include "workloads/meddpm/fused_group_norm.h"
 #include "workloads/meddpm/synthetic.h"
 #include "workloads/meddpm/torch_compat.h"
 #include "workloads/meddpm/unet.h"
@@ -280,6 +281,71 @@ TEST(UNetTest, Bf16AutocastRunsLowPrecisionConvsNearTheFp32Result) {
   EXPECT_LT(((y.to(torch::kFloat) - ref).norm() / ref.norm()).item<double>(), 5e-2);
 }
 
+// ---------------------------------------------------------------- fused GroupNorm on the CPU
+// The fused kernels run on CUDA only (their numerics are checked on the GPU machine,
+// tests/gpu/fused_group_norm_test.cc); here: the fallback is exactly the unfused model, the
+// refusal reasons name the cause, and the op counts its calls.
+
+TEST(FusedGroupNormTest, FallbackOnTheCpuIsTheReferenceAndSaysWhy) {
+  torch::manual_seed(5);
+  const torch::Tensor x = torch::randn({2, 8, 3, 5, 7});
+  const torch::Tensor emb = torch::randn({2, 8});
+  const torch::Tensor gamma = torch::rand({8}) + 0.5, beta = torch::randn({8});
+  EXPECT_THAT(fused::FusedUnavailable(x, 4), fused::Compiled() ? HasSubstr("input on cpu") : HasSubstr("LibTorch"));
+  const fused::CallCounts before = fused::Counts();
+  const torch::Tensor y = fused::GroupNormAct(x, emb, 4, gamma, beta, 1e-5, /*silu=*/true, /*fused=*/true);
+  const torch::Tensor expected =
+      at::silu(at::group_norm(x + emb.view({2, 8, 1, 1, 1}), 4, gamma, beta, 1e-5));
+  EXPECT_TRUE(torch::equal(y, expected));
+  const torch::Tensor plain = fused::GroupNormAct(x, torch::Tensor(), 4, gamma, beta, 1e-5, /*silu=*/false, true);
+  EXPECT_TRUE(torch::equal(plain, at::group_norm(x, 4, gamma, beta, 1e-5)));
+  const fused::CallCounts after = fused::Counts();
+  EXPECT_EQ(after.fallback - before.fallback, 2);
+  EXPECT_EQ(after.fused, before.fused);
+  EXPECT_FALSE(after.last_fallback_reason.empty());
+  // Not asked for: no count.
+  fused::GroupNormAct(x, emb, 4, gamma, beta, 1e-5, true, /*fused=*/false);
+  EXPECT_EQ(fused::Counts().fallback, after.fallback);
+}
+
+TEST(FusedGroupNormTest, RefusalsNameTheCause) {
+  if (!fused::Compiled()) GTEST_SKIP() << fused::NotCompiledReason();
+  EXPECT_THAT(fused::FusedUnavailable(torch::randn({1, 6, 4}), 4), HasSubstr("not divisible by groups 4"));
+  EXPECT_THAT(fused::FusedUnavailable(torch::randn({1, 8}), 4), HasSubstr("at least 3"));
+  EXPECT_THAT(fused::FusedUnavailable(torch::randn({1, 8, 4}, torch::kDouble), 4), HasSubstr("dtype Double"));
+}
+
+TEST(FusedGroupNormTest, FusedModelOnTheCpuIsBitIdenticalToTheUnfusedOne) {
+  UNet net(TinyModel());
+  net->InitWeights(1, InitMode::kDense);
+  const torch::Tensor x = RandomInput(3, 16, 16, 16, 6);
+  const torch::Tensor t = torch::tensor({42}, torch::kLong);
+  torch::Tensor ref;
+  int group_norms = 0;
+  {
+    OpCounter counter;
+    ref = net->forward(x, t);
+    group_norms = counter.counts["aten::group_norm"];
+  }
+  ASSERT_GT(group_norms, 0);
+  ref.sum().backward();
+  std::vector<torch::Tensor> ref_grads;
+  for (const auto& p : net->parameters()) {
+    ref_grads.push_back(p.grad().clone());
+    p.mutable_grad() = torch::Tensor();
+  }
+  net->SetFused(true);
+  EXPECT_TRUE(net->fused());
+  const int64_t calls = fused::Counts().fallback;
+  const torch::Tensor y = net->forward(x, t);
+  // Every GroupNorm of the tiny model went through the op (and fell back on the CPU).
+  EXPECT_EQ(fused::Counts().fallback - calls, group_norms);
+  EXPECT_TRUE(torch::equal(y, ref));
+  y.sum().backward();
+  size_t i = 0;
+  for (const auto& p : net->parameters()) EXPECT_TRUE(torch::equal(p.grad(), ref_grads[i++]));
+}
+
 TEST(CompatTest, OutOfMemoryMessagesAreRecognised) {
   EXPECT_TRUE(compat::IsOutOfMemory("CUDA out of memory. Tried to allocate 2.00 GiB"));
   EXPECT_TRUE(compat::IsOutOfMemory(
@@ -455,7 +521,7 @@ TEST(WorkloadTest, FlagsAreReadBackFromLibTorch) {
   EXPECT_TRUE(at::globalContext().allowTF32CuDNN());
   EXPECT_TRUE(w->flags().channels_last);
   EXPECT_FALSE(w->flags().fused);
-  EXPECT_THAT(w->flags().note, HasSubstr("fused kernels not built"));
+  EXPECT_THAT(w->flags().note, HasSubstr("fused GroupNorm"));
   EXPECT_THAT(w->flags().note, HasSubstr("tf32 has no effect on CPU"));
   ASSERT_THAT(w->Run(nullptr), IsOk());
   // The next workload turns TF32 off explicitly again.
