@@ -307,7 +307,7 @@ int RunWorker(const RunContext& in) {
   if (absl::Status s = ctx.channel->WriteTerminal(m); !s.ok()) return Fail(ctx, s, "writing RunSummary");
   kLog.Info("done: {} measured steps, median {:.1f} ms, peak memory {:.1f} MiB", wall.size(),
             sum->step_ms_median(), static_cast<double>(sum->peak_memory_bytes()) / (1 << 20));
-  if (options.fused) {
+  if (flags.fused) {  // requested and runnable (else the workload note says why not)
     const meddpm::fused::CallCounts n = meddpm::fused::Counts();
     if (n.fallback > 0) {
       kLog.Warn("fused GroupNorm: {} calls through medprof's kernels, {} through LibTorch's ops (last reason: {})",

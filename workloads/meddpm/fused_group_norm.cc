@@ -95,6 +95,38 @@ Saved RunForward(const at::Tensor& x, const at::Tensor& emb_f, const at::Tensor&
   return s;
 }
 
+// dy: like x. dx: like x (may be dy). dgamma, dbeta: FP32 (C). demb: FP32 (N, C) or undefined.
+void RunBackward(const at::Tensor& x, const at::Tensor& emb_f, const at::Tensor& gamma_f, const Saved& s,
+                 int64_t groups, bool silu, const at::Tensor& dy, at::Tensor& dx, at::Tensor& dgamma,
+                 at::Tensor& dbeta, at::Tensor& demb) {
+  const c10::cuda::CUDAGuard guard(x.device());
+  const gn::Shape shape = ShapeOf(x, groups);
+  const auto f32 = x.options().dtype(at::kFloat).memory_format(at::MemoryFormat::Contiguous);
+  cudaError_t err = cudaSuccess;
+  const int sm = gn::CurrentDeviceSmCount(&err);
+  TORCH_CHECK(err == cudaSuccess, "medprof fused GroupNorm: cannot read the SM count: ", cudaGetErrorString(err));
+  at::Tensor workspace = at::empty({gn::WorkspaceFloats(shape, sm) + gn::BackwardExtraFloats(shape)}, f32);
+  gn::BackwardArgs a;
+  a.dy = dy.data_ptr();
+  a.x = x.data_ptr();
+  a.gamma = F32(gamma_f);
+  a.emb = F32(emb_f);
+  a.silu = silu;
+  a.mean = s.mean.data_ptr<float>();
+  a.rstd = s.rstd.data_ptr<float>();
+  a.scale = s.scale.data_ptr<float>();
+  a.shift = s.shift.data_ptr<float>();
+  a.chan_mean = s.chan_mean.data_ptr<float>();
+  a.dx = dx.data_ptr();
+  a.dgamma = dgamma.data_ptr<float>();
+  a.dbeta = dbeta.data_ptr<float>();
+  a.demb = demb.defined() ? demb.data_ptr<float>() : nullptr;
+  a.workspace = workspace.data_ptr<float>();
+  err = gn::Backward(shape, a, c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "medprof fused GroupNorm backward on ", x.sizes(), " ", x.scalar_type(), ": ",
+              cudaGetErrorString(err));
+}
+
 at::Tensor Float32(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : at::Tensor(); }
 
 class GroupNormActFunction : public torch::autograd::Function<GroupNormActFunction> {
@@ -127,35 +159,13 @@ class GroupNormActFunction : public torch::autograd::Function<GroupNormActFuncti
     // The kernels read dy in x's dtype and layout.
     if (dy.scalar_type() != x.scalar_type() || dy.strides() != x.strides()) dy = at::empty_like(x).copy_(dy);
 
-    const c10::cuda::CUDAGuard guard(x.device());
     const gn::Shape shape = ShapeOf(x, groups);
     const auto f32 = x.options().dtype(at::kFloat).memory_format(at::MemoryFormat::Contiguous);
     at::Tensor dx = at::empty_like(x);
     at::Tensor dgamma = at::empty({shape.c}, f32), dbeta = at::empty({shape.c}, f32);
     at::Tensor demb = emb_f.defined() ? at::empty({shape.n, shape.c}, f32) : at::Tensor();
-    cudaError_t err = cudaSuccess;
-    const int sm = gn::CurrentDeviceSmCount(&err);
-    TORCH_CHECK(err == cudaSuccess, "medprof fused GroupNorm: cannot read the SM count: ", cudaGetErrorString(err));
-    at::Tensor workspace = at::empty({gn::WorkspaceFloats(shape, sm) + gn::BackwardExtraFloats(shape)}, f32);
-    gn::BackwardArgs a;
-    a.dy = dy.data_ptr();
-    a.x = x.data_ptr();
-    a.gamma = F32(gamma_f);
-    a.emb = F32(emb_f);
-    a.silu = silu;
-    a.mean = saved[3].data_ptr<float>();
-    a.rstd = saved[4].data_ptr<float>();
-    a.scale = saved[5].data_ptr<float>();
-    a.shift = saved[6].data_ptr<float>();
-    a.chan_mean = saved[7].data_ptr<float>();
-    a.dx = dx.data_ptr();
-    a.dgamma = dgamma.data_ptr<float>();
-    a.dbeta = dbeta.data_ptr<float>();
-    a.demb = demb.defined() ? demb.data_ptr<float>() : nullptr;
-    a.workspace = workspace.data_ptr<float>();
-    err = gn::Backward(shape, a, c10::cuda::getCurrentCUDAStream().stream());
-    TORCH_CHECK(err == cudaSuccess, "medprof fused GroupNorm backward on ", x.sizes(), " ", x.scalar_type(), ": ",
-                cudaGetErrorString(err));
+    RunBackward(x, emb_f, gamma_f, Saved{saved[3], saved[4], saved[5], saved[6], saved[7]}, groups, silu, dy, dx,
+                dgamma, dbeta, demb);
     return {dx,
             demb.defined() ? demb.to(dtype("emb_dtype")) : at::Tensor(),
             dgamma.to(dtype("gamma_dtype")),
@@ -230,6 +240,33 @@ void FusedForwardInto(const at::Tensor& x, const at::Tensor& emb, int64_t groups
   RunForward(x, Float32(emb), Float32(gamma), Float32(beta), groups, eps, silu, y);
 #else
   (void)emb, (void)gamma, (void)beta, (void)eps, (void)silu;
+#endif
+}
+
+void FusedForwardBackwardInto(const at::Tensor& x, const at::Tensor& emb, int64_t groups, const at::Tensor& gamma,
+                              const at::Tensor& beta, double eps, bool silu, const at::Tensor& dy, at::Tensor& y,
+                              at::Tensor& dx, at::Tensor& dgamma, at::Tensor& dbeta, at::Tensor& demb) {
+  const std::string why = FusedUnavailable(x, groups);
+  TORCH_CHECK(why.empty(), "medprof fused GroupNorm cannot take this input: ", why);
+  for (const at::Tensor* t : {static_cast<const at::Tensor*>(&y), static_cast<const at::Tensor*>(&dx), &dy}) {
+    TORCH_CHECK(t->sizes() == x.sizes() && t->strides() == x.strides() && t->scalar_type() == x.scalar_type() &&
+                    t->device() == x.device(),
+                "FusedForwardBackwardInto: y, dy and dx must have x's shape, strides, dtype and device");
+  }
+  TORCH_CHECK(dgamma.numel() == x.size(1) && dbeta.numel() == x.size(1) && dgamma.scalar_type() == at::kFloat &&
+                  dbeta.scalar_type() == at::kFloat && dgamma.is_contiguous() && dbeta.is_contiguous(),
+              "FusedForwardBackwardInto: dgamma and dbeta must be contiguous Float (C)");
+  TORCH_CHECK(emb.defined() == demb.defined() &&
+                  (!demb.defined() || (demb.numel() == x.size(0) * x.size(1) && demb.scalar_type() == at::kFloat &&
+                                       demb.is_contiguous())),
+              "FusedForwardBackwardInto: demb must be contiguous Float (N, C) exactly when emb is given");
+#ifdef MEDPROF_FUSED_KERNELS
+  const at::NoGradGuard no_grad;
+  const at::Tensor emb_f = Float32(emb), gamma_f = Float32(gamma);
+  const Saved s = RunForward(x, emb_f, gamma_f, Float32(beta), groups, eps, silu, y);
+  RunBackward(x, emb_f, gamma_f, s, groups, silu, dy, dx, dgamma, dbeta, demb);
+#else
+  (void)eps, (void)silu;
 #endif
 }
 

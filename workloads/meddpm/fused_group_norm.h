@@ -39,6 +39,12 @@ at::Tensor ReferenceGroupNormAct(const at::Tensor& x, const at::Tensor& emb, int
 // FAILED (c10::Error) when the fused path cannot take x.
 void FusedForwardInto(const at::Tensor& x, const at::Tensor& emb, int64_t groups, const at::Tensor& gamma,
                       const at::Tensor& beta, double eps, bool silu, at::Tensor& y);
+// Tests: forward then backward for upstream `dy` into caller-owned outputs (y, dx like x;
+// dgamma, dbeta FP32 (C); demb FP32 (N, C), defined exactly when emb is), so every output can
+// be poisoned first. No autograd.
+void FusedForwardBackwardInto(const at::Tensor& x, const at::Tensor& emb, int64_t groups, const at::Tensor& gamma,
+                              const at::Tensor& beta, double eps, bool silu, const at::Tensor& dy, at::Tensor& y,
+                              at::Tensor& dx, at::Tensor& dgamma, at::Tensor& dbeta, at::Tensor& demb);
 
 
 }  // namespace medprof::meddpm::fused
