@@ -112,8 +112,10 @@ TEST_F(FusedGroupNormGpuTest, MatchesAnFp64ReferenceInEveryLayoutAndDtype) {
             const std::string name = Name(c, channels_last, dtype, with_emb, silu);
             SCOPED_TRACE(name);
             // Fresh inputs with a non-zero mean per channel (the cancellation a shifted sum must survive).
-            std::vector<int64_t> bshape(c.shape.size(), 1);
+            std::vector<int64_t> bshape(c.shape.size(), 1);  // (1, C, 1, ...) per channel
             bshape[1] = ch;
+            std::vector<int64_t> eshape = bshape;             // (N, C, 1, ...) per (n, c)
+            eshape[0] = n;
             at::Tensor x = Layout(
                 (torch::randn(c.shape, cuda) * 2.0 + torch::randn({ch}, cuda).view(bshape) * 3.0).to(dtype),
                 channels_last);
@@ -123,7 +125,7 @@ TEST_F(FusedGroupNormGpuTest, MatchesAnFp64ReferenceInEveryLayoutAndDtype) {
 
             // FP64 reference on the very values the fused op sees.
             auto reference = [&](const at::Tensor& xx, const at::Tensor& e, const at::Tensor& g, const at::Tensor& b) {
-              at::Tensor h = e.defined() ? xx + e.view(bshape) : xx;
+              at::Tensor h = e.defined() ? xx + e.view(eshape) : xx;
               at::Tensor y = at::group_norm(h, c.groups, g, b, kEps);
               return silu ? at::silu(y) : y;
             };

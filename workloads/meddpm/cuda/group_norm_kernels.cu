@@ -22,12 +22,7 @@
 namespace medprof::meddpm::gn {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kLanes = 32;  // kNSC: channels per block
-constexpr int kRows = kThreads / kLanes;
-constexpr int64_t kMinChunk = 2048;              // elements per (n, c, split), at least
-constexpr int64_t kMaxExactCount = 1LL << 24;    // a block's count stays exact in FP32
-constexpr int kMaxSplits = 65535;                // grid.y
+constexpr int kRows = kThreads / kLanes;  // kNSC statistics: spatial rows per block
 
 // ---- element access ----------------------------------------------------------------------
 
@@ -91,29 +86,7 @@ __device__ __forceinline__ void Store<__nv_bfloat16, 4>(__nv_bfloat16* p, const 
   *reinterpret_cast<uint2*>(p) = raw;
 }
 
-__device__ __forceinline__ float Sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
-__device__ __forceinline__ float Silu(float z) { return z / (1.0f + expf(-z)); }
-// d silu / dz
-__device__ __forceinline__ float SiluGrad(float z) {
-  const float s = Sigmoid(z);
-  return s * (1.0f + z * (1.0f - s));
-}
-
 // ---- reductions --------------------------------------------------------------------------
-
-template <typename F>
-struct Welford {
-  F n, mean, m2;
-};
-
-template <typename F>
-__device__ __forceinline__ Welford<F> Combine(Welford<F> a, Welford<F> b) {
-  const F n = a.n + b.n;
-  if (n == F(0)) return a;
-  const F delta = b.mean - a.mean;
-  const F wb = b.n / n;
-  return {n, a.mean + delta * wb, a.m2 + b.m2 + delta * delta * a.n * wb};
-}
 
 template <typename F>
 __device__ __forceinline__ Welford<F> WarpCombine(Welford<F> w) {
@@ -168,12 +141,6 @@ __device__ float2 BlockSum(float2 v) {
     v = WarpSum(v);
   }
   return v;
-}
-
-// Shifted sums of `count` elements -> a Welford state.
-__device__ __forceinline__ Welford<float> FromShifted(float count, float shift, float s1, float s2) {
-  if (count == 0.f) return {0.f, 0.f, 0.f};
-  return {count, shift + s1 / count, fmaxf(s2 - s1 * s1 / count, 0.f)};
 }
 
 // ---- forward -----------------------------------------------------------------------------
@@ -251,8 +218,7 @@ __global__ void __launch_bounds__(32)
     Welford<double> chan{0.0, 0.0, 0.0};
     for (int k = 0; k < splits; ++k) {
       const float2 pk = part[(n * C + c) * splits + k];
-      const double count = static_cast<double>(min(chunk, S - k * chunk));
-      chan = Combine(chan, Welford<double>{count, pk.x, pk.y});
+      chan = Combine(chan, Welford<double>{static_cast<double>(ChunkCount(S, chunk, k)), pk.x, pk.y});
     }
     chan.mean += emb != nullptr ? emb[n * C + c] : 0.0;  // a constant per channel: m2 unchanged
     chan_mean[n * C + c] = static_cast<float>(chan.mean);
@@ -261,18 +227,17 @@ __global__ void __launch_bounds__(32)
   group = WarpCombine(group);
   const double mu = __shfl_sync(0xffffffffu, group.mean, 0);
   const double m2 = __shfl_sync(0xffffffffu, group.m2, 0);
-  const double count = static_cast<double>(cg) * static_cast<double>(S);
-  const double r = 1.0 / sqrt(m2 / count + static_cast<double>(eps));
+  const double r = Rstd(m2, static_cast<double>(cg) * static_cast<double>(S), static_cast<double>(eps));
   if (lane == 0) {
     mean[ng] = static_cast<float>(mu);
     rstd[ng] = static_cast<float>(r);
   }
   for (int64_t j = lane; j < cg; j += 32) {
     const int64_t c = g * cg + j;
-    const double a = r * (gamma != nullptr ? gamma[c] : 1.0f);
-    const double e = emb != nullptr ? emb[n * C + c] : 0.0;
-    scale[n * C + c] = static_cast<float>(a);
-    shift[n * C + c] = static_cast<float>((beta != nullptr ? beta[c] : 0.0f) + (e - mu) * a);
+    const ForwardCoef k = ForwardCoefficients(mu, r, gamma != nullptr ? gamma[c] : 1.0f,
+                                              beta != nullptr ? beta[c] : 0.0f, emb != nullptr ? emb[n * C + c] : 0.0f);
+    scale[n * C + c] = static_cast<float>(k.scale);
+    shift[n * C + c] = static_cast<float>(k.shift);
   }
 }
 
@@ -409,21 +374,17 @@ __global__ void __launch_bounds__(32)
     A = __shfl_sync(0xffffffffu, WarpSumD(A), 0);
     B = __shfl_sync(0xffffffffu, WarpSumD(B), 0);
     const double r = rstd[n * G + g], mu = mean[n * G + g];
-    const double bp = -r * r * A / m;
     for (int64_t j = lane; j < cg; j += 32) {
       const int64_t c = g * cg + j, nc = n * C + c;
-      const double gam = gamma != nullptr ? gamma[c] : 1.0f;
       const double e = emb != nullptr ? emb[nc] : 0.0;
-      const double a = r * gam;
-      const double k = -r * B / m + bp * (e - mu);
-      alpha[nc] = static_cast<float>(a);
-      betap[nc] = static_cast<float>(bp);
-      kappa[nc] = static_cast<float>(k);
+      const BackwardCoef k = BackwardCoefficients(r, mu, gamma != nullptr ? gamma[c] : 1.0f, e, A, B, m);
+      alpha[nc] = static_cast<float>(k.alpha);
+      betap[nc] = static_cast<float>(k.betap);
+      kappa[nc] = static_cast<float>(k.kappa);
       if (demb != nullptr) {
         double s1, s2;
         sums(n, c, &s1, &s2);
-        const double sum_x = static_cast<double>(S) * (static_cast<double>(chan_mean[nc]) - e);
-        demb[nc] = static_cast<float>(a * s2 + bp * sum_x + static_cast<double>(S) * k);
+        demb[nc] = static_cast<float>(EmbGrad(k, s2, chan_mean[nc], e, static_cast<double>(S)));
       }
     }
   }
@@ -454,26 +415,6 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ---- host side ---------------------------------------------------------------------------
-
-struct Plan {
-  int splits = 1;
-  int64_t chunk = 0;
-};
-
-Plan MakePlan(const Shape& s, int sm_count) {
-  const int64_t per_split_blocks =
-      s.layout == Layout::kNCS ? s.n * s.c : s.n * ((s.c + kLanes - 1) / kLanes);
-  const int64_t target = 4 * static_cast<int64_t>(std::max(sm_count, 1));
-  int64_t splits = (target + per_split_blocks - 1) / std::max<int64_t>(per_split_blocks, 1);
-  splits = std::min(splits, std::max<int64_t>(1, s.s / kMinChunk));
-  splits = std::max(splits, (s.s + kMaxExactCount - 1) / kMaxExactCount);
-  splits = std::clamp<int64_t>(splits, 1, kMaxSplits);
-  // Chunks are multiples of 4 (aligned vector loads); recount so no split is empty.
-  Plan p;
-  p.chunk = ((s.s + splits - 1) / splits + 3) / 4 * 4;
-  p.splits = static_cast<int>((s.s + p.chunk - 1) / p.chunk);
-  return p;
-}
 
 bool Aligned(const void* p, DType t) {
   const uintptr_t bytes = t == DType::kF32 ? 16 : 8;

@@ -30,19 +30,9 @@
 #include <cstdint>
 #include <string>
 
+#include "workloads/meddpm/cuda/group_norm_math.h"  // Shape, Layout, DType, the arithmetic
+
 namespace medprof::meddpm::gn {
-
-enum class Layout { kNCS, kNSC };
-enum class DType { kF32, kBF16 };
-
-struct Shape {
-  int64_t n = 0;       // batch
-  int64_t c = 0;       // channels
-  int64_t s = 0;       // spatial elements per (n, c)
-  int64_t groups = 0;  // divides c
-  Layout layout = Layout::kNCS;
-  DType dtype = DType::kF32;
-};
 
 // "" when the kernels take `shape`, else why not (the glue then runs LibTorch's ops).
 std::string Unsupported(const Shape& shape);
