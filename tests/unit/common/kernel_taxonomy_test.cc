@@ -214,6 +214,29 @@ TEST(RuleOrder, LayoutNamedKernelIsLayoutWhateverTheOp) {
             Category::kLayout);
 }
 
+// medprof's own fused GroupNorm kernels (workloads/meddpm/cuda) under the op names the fused
+// path records: the RECORD_FUNCTION around the forward, and the autograd node of the backward
+// (a C++ custom function's node is named CppNode<...>).
+TEST(RuleOrder, MedprofFusedGroupNormKernelsAreNorm) {
+  const char* kApply =
+      "void medprof::meddpm::gn::(anonymous namespace)::medprof_group_norm_silu_apply<__nv_bfloat16, true, true, 4, "
+      "unsigned int>(__nv_bfloat16 const*, __nv_bfloat16*, float const*, float const*, unsigned int, unsigned int, "
+      "unsigned int)";
+  const char* kBwdStats =
+      "void medprof::meddpm::gn::(anonymous namespace)::medprof_group_norm_bwd_stats_nsc<float, true>(float const*, "
+      "float const*, long, long, long, long, float const*, float const*, float const*, float const*, float const*, "
+      "float2*)";
+  const char* kFinalize = "medprof::meddpm::gn::(anonymous namespace)::medprof_group_norm_finalize(float2 const*, long, "
+                          "long, long, long, int, float const*, float const*, float const*, float, float*, float*, "
+                          "float*, float*, float*)";
+  EXPECT_EQ(ClassifyKernel(kApply, "medprof::group_norm_silu"), Category::kNorm);
+  EXPECT_EQ(ClassifyKernel(kFinalize, "medprof::group_norm"), Category::kNorm);
+  EXPECT_EQ(ClassifyKernel(kBwdStats,
+                           "torch::autograd::CppNode<medprof::meddpm::fused::(anonymous namespace)::GroupNormActFunction>"),
+            Category::kNorm);
+  EXPECT_EQ(ClassifyKernel(kApply), Category::kNorm);  // no op at all: the name decides
+}
+
 TEST(RuleOrder, MemcpyAndMemsetWinOverTheOp) {
   EXPECT_EQ(ClassifyKernel("[CUDA memcpy DtoD]", "aten::conv3d"), Category::kCopy);
   EXPECT_EQ(ClassifyKernel("Memcpy HtoD (Pageable -> Device)", "aten::to"), Category::kCopy);
