@@ -47,9 +47,9 @@ bool WaitSteps(const Rig& r, const std::string& study, int n) {
       kLong);
 }
 
-void ExpectSucceeds(const Rig& r, const std::string& study) {
+void ExpectSucceeds(const Rig& r, const std::string& study, int steps = kSteps) {
   ASSERT_TRUE(Eventually([&] { return StudyDone(r.db, study); }, kLong)) << r.agent->AllOutput().substr(0, 20000);
-  EXPECT_EQ(CheckInvariants(r.db, study, kSteps), "succeeded");
+  EXPECT_EQ(CheckInvariants(r.db, study, steps), "succeeded");
 }
 
 // A 10 s lease: after a cut the agent is back within about 5 s (gRPC's reconnect backoff plus
@@ -69,20 +69,36 @@ TEST(FaultIoTest, ConnectionCutShorterThanTheLease) {
   EXPECT_EQ(Count(r.db, absl::StrCat("SELECT COUNT(*) FROM runs WHERE study_id = '", study, "'")), 1);
 }
 
+// The cut must reach a running run: a longer job (30 steps), and if the run still finished
+// before the cut took effect (a loaded machine delays the step rows the test waits for until
+// the worker is nearly done), that study is let finish and the test tries again, at most 3 times.
 TEST(FaultIoTest, ConnectionCutLongerThanTheLease) {
+  constexpr int kLongSteps = 30;
   Rig r = Start("cut-long");
   ASSERT_TRUE(r.agent);
-  const std::string study = Submit(r.server->address(), kSteps);
-  ASSERT_TRUE(WaitSteps(r, study, 1));
-  r.proxy->Cut();
-  // The server declares the run lost after 2.5 s without heartbeats.
-  ASSERT_TRUE(Eventually(
-      [&] { return Count(r.db, absl::StrCat("SELECT COUNT(*) FROM runs WHERE study_id = '", study,
-                                            "' AND state = 'lost'")) == 1; },
-      std::chrono::seconds(20)));
-  r.proxy->Restore();
-  ExpectSucceeds(r, study);
-  EXPECT_EQ(Count(r.db, absl::StrCat("SELECT COUNT(*) FROM runs WHERE study_id = '", study, "'")), 2);
+  bool landed = false;
+  for (int attempt = 0; attempt < 3 && !landed; ++attempt) {
+    const std::string study = Submit(r.server->address(), kLongSteps);
+    ASSERT_TRUE(WaitSteps(r, study, 1));
+    r.proxy->Cut();
+    const std::string runs = absl::StrCat("SELECT COUNT(*) FROM runs WHERE study_id = '", study, "'");
+    // The server declares the run lost after 2.5 s without heartbeats.
+    ASSERT_TRUE(Eventually(
+        [&] {
+          return Count(r.db, runs + " AND state = 'lost'") == 1 || Count(r.db, runs + " AND state = 'succeeded'") == 1;
+        },
+        std::chrono::seconds(20)))
+        << "the run was neither lost nor finished 20 s after the cut";
+    landed = Count(r.db, runs + " AND state = 'lost'") == 1;
+    r.proxy->Restore();
+    ExpectSucceeds(r, study, kLongSteps);
+    if (!landed) {
+      std::printf("attempt %d: the run finished before the cut reached it; trying again\n", attempt + 1);
+      continue;
+    }
+    EXPECT_EQ(Count(r.db, runs), 2) << "the lost run and its replacement";
+  }
+  EXPECT_TRUE(landed) << "no cut reached a running run in 3 attempts";
   EXPECT_GE(r.proxy->connections(), 2) << "the agent dialled again";
 }
 
