@@ -7,7 +7,8 @@
 #
 #   build   worker + fused_group_norm_test in build-gpu/ (PyTorch's CUDA libtorch, tests on)
 #   test    ctest -L gpu -R fused_group_norm_test: FP64-reference numerics, poisoned outputs,
-#           opt3 vs opt1 forward, 50 training steps
+#           opt3 vs opt1 forward, 50 training steps; then fused_group_norm_bench (the kernels'
+#           times next to LibTorch's GroupNorm and a plain SiLU, at the U-Net's 128^3 shapes)
 #   worker  workload_bench.sh's medprof rows at 128^3: opt1 opt12 bf16 opt3 bf16+fused, and the
 #           kernel mix of opt12 next to opt3 from the worker's own trace
 #   peer    the eager peer (opt1 opt12 bf16), then bf16 under torch.compile (compile time printed
@@ -33,7 +34,7 @@ if has build; then
   t0=$(date +%s)
   { BUILD_DIR="$build" bash bench/gpu/build_worker.sh &&
     cmake -S . -B "$build" -DMEDPROF_BUILD_TESTS=ON &&
-    cmake --build "$build" -j "$(nproc)" --target fused_group_norm_test medprof-worker; } >"$res/build.log" 2>&1
+    cmake --build "$build" -j "$(nproc)" --target fused_group_norm_test fused_group_norm_bench medprof-worker; } >"$res/build.log" 2>&1
   b=$?
   say "build: exit $b, $(( $(date +%s) - t0 )) s"
   [ $b = 0 ] || { tail -40 "$res/build.log"; rc=1; }
@@ -48,6 +49,9 @@ if has test && [ $rc = 0 ]; then
   say "test: exit $t, $(( $(date +%s) - t0 )) s; $(grep -E 'tests passed|tests failed' "$res/test.log")"
   grep -E "forward 32|steps .*mean loss|worst step|FAILED|Failure" "$res/test.log" | tee -a "$summary"
   [ $t = 0 ] || rc=1
+  "$build/bin/fused_group_norm_bench" >"$res/kernel_bench.md" 2>&1
+  say "kernel micro-benchmark: exit $?"
+  tee -a "$summary" <"$res/kernel_bench.md"
 fi
 
 if has worker; then
