@@ -359,6 +359,9 @@ def main():
                + (f"it ended {victim.get('state')} '{victim.get('error', '')}', the other {len(good)} succeeded"
                   if victim is not None and not problems else "; ".join(problems))))
 
+    if not cpu_mode and n < 2:
+        v.add("two or more GPUs", "INCONCLUSIVE", f"{n} GPU: issue 9 needs a machine with 2 or more")
+
     # ---- print
     print("== per-run table (phase, preset, state, CUDA_VISIBLE_DEVICES, GPU UUID, start..end s after submit)")
     for r in sorted(runs, key=lambda r: (r["phase"], as_int(r.get("started_unix_ms"), 0))):

@@ -91,7 +91,7 @@ REG, DONE, PIN, ONE_EACH, UTIL, TIME, KILL = (
 class SummaryTest(unittest.TestCase):
     def expect(self, case, rc, failing):
         got_rc, verdicts, text = judge(case)
-        self.assertEqual(len(verdicts), 7, text)
+        self.assertEqual(len(verdicts), 7, text)  # (8 with "two or more GPUs" on one GPU)
         for point, status in verdicts.items():
             self.assertEqual(status, "FAIL" if point in failing else "PASS", f"{point}\n{text}")
         self.assertEqual(got_rc, rc, text)
@@ -171,6 +171,15 @@ class SummaryTest(unittest.TestCase):
         self.assertEqual(verdicts[DONE], "INCONCLUSIVE", text)
         self.assertEqual(verdicts[TIME], "INCONCLUSIVE", text)
         self.assertEqual(got_rc, 4, text)
+
+    def test_one_gpu_machine_does_not_validate(self):
+        case = good_case()
+        case["meta"]["n"] = "1"
+        case["gpus"] = case["gpus"][:1]
+        got_rc, verdicts, text = judge(case)
+        self.assertEqual(verdicts["two or more GPUs"], "INCONCLUSIVE", text)
+        self.assertEqual(got_rc, 3, text)  # and the 2-GPU runs do not fit one GPU's inventory
+        self.assertEqual(verdicts[REG], "FAIL", text)
 
     def test_killed_job_retried_or_others_failed(self):
         case = good_case()
