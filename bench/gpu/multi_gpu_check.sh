@@ -29,7 +29,7 @@
 #   command.txt  the command line, git commit, host, GPUs, date
 #   run.log      this script's output: the studies as `medprof watch` followed them, the per-run
 #                table (phase, preset, state, CUDA_VISIBLE_DEVICES, GPU UUID, times) and the verdicts
-#   summary.txt  the verdicts alone (also at the end of run.log)
+#   summary.txt  the per-run table and the verdicts (also at the end of run.log)
 #   runs.json    `medprof run RUN --format json` of every run of the three studies, with "phase"
 #                and "error" added (kernel/op/step/metric lists replaced by their counts)
 #   util.csv     the raw NVML samples: timestamp (UTC), index, uuid, utilization.gpu
