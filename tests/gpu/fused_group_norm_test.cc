@@ -6,13 +6,14 @@
 // 50 training steps of opt3 tracking opt1's losses.
 //
 // Tolerances (the issue's): the fused FP32 path's max error against FP64 at most twice
-// LibTorch's own FP32 op's max error against the same reference (plus 1e-7 of the reference's
-// magnitude, so an exactly-zero LibTorch error cannot fail it by rounding noise); BF16 below
+// LibTorch's own FP32 op's max error against the same reference (plus 1e-6 of the reference's
+// magnitude, about 8 FP32 ulps, so a near-zero LibTorch error cannot fail it by rounding noise); BF16 below
 // 1e-2 relative (L2 norm of the error over L2 norm of the reference).
 #include <ATen/ATen.h>
 #include <torch/torch.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -144,7 +145,7 @@ TEST_F(FusedGroupNormGpuTest, MatchesAnFp64ReferenceInEveryLayoutAndDtype) {
               // LibTorch's own FP32 op on the same input.
               const Grads lt = RunWithGrads(reference, x, emb, gamma, beta, dy);
               auto check = [&](const char* what, const at::Tensor& g, const at::Tensor& l, const at::Tensor& r) {
-                const double eg = MaxErr(g, r), el = MaxErr(l, r), floor = 1e-7 * MaxAbs(r);
+                const double eg = MaxErr(g, r), el = MaxErr(l, r), floor = 1e-6 * MaxAbs(r);
                 EXPECT_LE(eg, 2.0 * el + floor) << what << ": fused max error " << eg << ", LibTorch FP32 " << el;
                 std::printf("  %-44s %-6s fused %.3e  libtorch %.3e\n", name.c_str(), what, eg, el);
               };
@@ -211,9 +212,49 @@ TEST_F(FusedGroupNormGpuTest, PoisonedOutputsAreFullyWritten) {
             x, emb, gamma, beta, dy);
         EXPECT_TRUE(torch::equal(g.dx, dx));
         EXPECT_TRUE(torch::equal(g.dgamma, dgamma));
+        EXPECT_TRUE(torch::equal(g.dbeta, dbeta));
         EXPECT_TRUE(torch::equal(g.demb, demb));
       }
     }
+  }
+}
+
+// A tensor that starts one element past an allocation's start is not 16-byte aligned: the
+// kernels must take their scalar path and still match LibTorch's FP32 op.
+TEST_F(FusedGroupNormGpuTest, MisalignedTensorsTakeTheScalarPath) {
+  torch::manual_seed(11);
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  const std::vector<int64_t> shape = {1, 64, 8, 8, 8};
+  const int64_t numel = 64 * 512;
+  for (bool channels_last : {false, true}) {
+    SCOPED_TRACE(channels_last ? "NSC" : "NCS");
+    auto misaligned = [&](const at::Tensor& dense) {
+      at::Tensor flat = torch::empty({numel + 1}, cuda);
+      at::Tensor view = channels_last ? flat.narrow(0, 1, numel).view({1, 8, 8, 8, 64}).permute({0, 4, 1, 2, 3})
+                                      : flat.narrow(0, 1, numel).view(shape);
+      view.copy_(dense);
+      return view;
+    };
+    const at::Tensor x = misaligned(torch::randn(shape, cuda) + 1.0);
+    ASSERT_NE(reinterpret_cast<uintptr_t>(x.data_ptr()) % 16, 0u);
+    const at::Tensor gamma = torch::rand({64}, cuda) + 0.5, beta = torch::randn({64}, cuda);
+    const at::Tensor emb = torch::randn({1, 64}, cuda);
+    const at::Tensor dy = misaligned(torch::randn(shape, cuda));
+    ASSERT_EQ(fused::FusedUnavailable(x, 32), "");
+    const Grads got = RunWithGrads(
+        [&](const at::Tensor& xx, const at::Tensor& e, const at::Tensor& g, const at::Tensor& b) {
+          return fused::GroupNormAct(xx, e, 32, g, b, kEps, true, /*fused=*/true);
+        },
+        x, emb, gamma, beta, dy);
+    const Grads ref = RunWithGrads(
+        [&](const at::Tensor& xx, const at::Tensor& e, const at::Tensor& g, const at::Tensor& b) {
+          return fused::ReferenceGroupNormAct(xx, e, 32, g, b, kEps, true);
+        },
+        x, emb, gamma, beta, dy);
+    EXPECT_LT(RelErr(got.y, ref.y.to(at::kDouble)), 1e-5);
+    EXPECT_LT(RelErr(got.dx, ref.dx.to(at::kDouble)), 1e-4);
+    EXPECT_LT(RelErr(got.dgamma, ref.dgamma.to(at::kDouble)), 1e-4);
+    EXPECT_LT(RelErr(got.demb, ref.demb.to(at::kDouble)), 1e-4);
   }
 }
 

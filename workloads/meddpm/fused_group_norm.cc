@@ -201,6 +201,26 @@ std::string FusedUnavailable(const at::Tensor& x, int64_t groups) {
   return "";
 }
 
+std::string ParamsUnavailable(const at::Tensor& x, const at::Tensor& emb, const at::Tensor& gamma,
+                              const at::Tensor& beta) {
+  if (!x.defined() || x.dim() < 2) return "input must be defined with at least 2 dimensions";
+  const auto check = [&](const char* name, const at::Tensor& t, int64_t want) -> std::string {
+    if (!t.defined()) return std::string(name) + " is undefined, the fused kernels need it";
+    if (t.numel() != want) {
+      return std::string(name) + " has " + std::to_string(t.numel()) + " elements, expected " + std::to_string(want);
+    }
+    if (t.device() != x.device()) return std::string(name) + " on " + t.device().str() + ", input on " + x.device().str();
+    if (!at::isFloatingType(t.scalar_type())) {
+      return std::string(name) + " dtype " + c10::toString(t.scalar_type()) + ", expected a floating type";
+    }
+    return "";
+  };
+  if (std::string why = check("gamma", gamma, x.size(1)); !why.empty()) return why;
+  if (std::string why = check("beta", beta, x.size(1)); !why.empty()) return why;
+  if (emb.defined()) return check("emb", emb, x.size(0) * x.size(1));
+  return "";
+}
+
 at::Tensor ReferenceGroupNormAct(const at::Tensor& x, const at::Tensor& emb, int64_t groups, const at::Tensor& gamma,
                                  const at::Tensor& beta, double eps, bool silu) {
   // The model's unfused order: the add in x's dtype, then GroupNorm in FP32.
@@ -215,6 +235,7 @@ at::Tensor GroupNormAct(const at::Tensor& x, const at::Tensor& emb, int64_t grou
   RECORD_FUNCTION(silu ? "medprof::group_norm_silu" : "medprof::group_norm", std::vector<c10::IValue>({x}));
   if (fused) {
     std::string why = FusedUnavailable(x, groups);
+    if (why.empty()) why = ParamsUnavailable(x, emb, gamma, beta);
     if (why.empty()) {
 #ifdef MEDPROF_FUSED_KERNELS
       g_fused.fetch_add(1, std::memory_order_relaxed);
@@ -230,7 +251,8 @@ at::Tensor GroupNormAct(const at::Tensor& x, const at::Tensor& emb, int64_t grou
 
 void FusedForwardInto(const at::Tensor& x, const at::Tensor& emb, int64_t groups, const at::Tensor& gamma,
                       const at::Tensor& beta, double eps, bool silu, at::Tensor& y) {
-  const std::string why = FusedUnavailable(x, groups);
+  std::string why = FusedUnavailable(x, groups);
+  if (why.empty()) why = ParamsUnavailable(x, emb, gamma, beta);
   TORCH_CHECK(why.empty(), "medprof fused GroupNorm cannot take this input: ", why);
   TORCH_CHECK(y.sizes() == x.sizes() && y.strides() == x.strides() && y.scalar_type() == x.scalar_type() &&
                   y.device() == x.device(),
@@ -246,7 +268,8 @@ void FusedForwardInto(const at::Tensor& x, const at::Tensor& emb, int64_t groups
 void FusedForwardBackwardInto(const at::Tensor& x, const at::Tensor& emb, int64_t groups, const at::Tensor& gamma,
                               const at::Tensor& beta, double eps, bool silu, const at::Tensor& dy, at::Tensor& y,
                               at::Tensor& dx, at::Tensor& dgamma, at::Tensor& dbeta, at::Tensor& demb) {
-  const std::string why = FusedUnavailable(x, groups);
+  std::string why = FusedUnavailable(x, groups);
+  if (why.empty()) why = ParamsUnavailable(x, emb, gamma, beta);
   TORCH_CHECK(why.empty(), "medprof fused GroupNorm cannot take this input: ", why);
   for (const at::Tensor* t : {static_cast<const at::Tensor*>(&y), static_cast<const at::Tensor*>(&dx), &dy}) {
     TORCH_CHECK(t->sizes() == x.sizes() && t->strides() == x.strides() && t->scalar_type() == x.scalar_type() &&

@@ -25,6 +25,10 @@ namespace medprof::meddpm::fused {
 
 // "" when the fused kernels would take x (and this build has them), else why not.
 std::string FusedUnavailable(const at::Tensor& x, int64_t groups);
+// "" when the fused kernels can take these parameters with x: gamma and beta defined with C
+// elements, emb undefined or with N*C elements, all on x's device; else why not.
+std::string ParamsUnavailable(const at::Tensor& x, const at::Tensor& emb, const at::Tensor& gamma,
+                              const at::Tensor& beta);
 
 // The op. `emb` may be undefined (no add), else (N, C) in any float dtype.
 at::Tensor GroupNormAct(const at::Tensor& x, const at::Tensor& emb, int64_t groups, const at::Tensor& gamma,

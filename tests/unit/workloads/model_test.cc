@@ -315,6 +315,22 @@ TEST(FusedGroupNormTest, RefusalsNameTheCause) {
   EXPECT_THAT(fused::FusedUnavailable(torch::randn({1, 8, 4}, torch::kDouble), 4), HasSubstr("dtype Double"));
 }
 
+TEST(FusedGroupNormTest, ParameterRefusalsNameTheParameter) {
+  const torch::Tensor x = torch::randn({2, 8, 4});
+  const torch::Tensor g = torch::ones({8}), b = torch::zeros({8});
+  EXPECT_EQ(fused::ParamsUnavailable(x, torch::Tensor(), g, b), "");
+  EXPECT_EQ(fused::ParamsUnavailable(x, torch::randn({2, 8}), g, b), "");
+  EXPECT_THAT(fused::ParamsUnavailable(x, torch::Tensor(), torch::Tensor(), b), HasSubstr("gamma is undefined"));
+  EXPECT_THAT(fused::ParamsUnavailable(x, torch::Tensor(), g, torch::zeros({6})),
+              HasSubstr("beta has 6 elements, expected 8"));
+  EXPECT_THAT(fused::ParamsUnavailable(x, torch::randn({1, 8}), g, b), HasSubstr("emb has 8 elements, expected 16"));
+  EXPECT_THAT(fused::ParamsUnavailable(x, torch::Tensor(), torch::ones({8}, torch::kLong), b),
+              HasSubstr("gamma dtype Long"));
+  // The op falls back (and still computes) when a parameter does not fit the kernels.
+  const torch::Tensor y = fused::GroupNormAct(x, torch::Tensor(), 4, g, b, 1e-5, false, /*fused=*/true);
+  EXPECT_TRUE(torch::equal(y, at::group_norm(x, 4, g, b, 1e-5)));
+}
+
 TEST(FusedGroupNormTest, FusedModelOnTheCpuIsBitIdenticalToTheUnfusedOne) {
   UNet net(TinyModel());
   net->InitWeights(1, InitMode::kDense);

@@ -447,7 +447,9 @@ void LaunchBwdApply(const Shape& s, const BackwardArgs& a, const float* alpha, c
 template <typename T, bool SILU, bool NSC, typename Fn4u, typename Fn4l, typename Fn1u, typename Fn1l>
 void Dispatch(const Shape& s, bool aligned, Fn4u f4u, Fn4l f4l, Fn1u f1u, Fn1l f1l) {
   const bool vec = aligned && (NSC ? s.c % 4 == 0 : s.s % 4 == 0);
-  const bool small = s.n * s.c * s.s < (int64_t{1} << 32);
+  // 32-bit indices only while a grid-stride step past the end cannot wrap: total + stride stays
+  // below 2^32 because both are below 2^31 (the grid is far smaller than 2^31 threads).
+  const bool small = s.n * s.c * s.s < (int64_t{1} << 31);
   if (vec && small) f4u();
   else if (vec) f4l();
   else if (small) f1u();
