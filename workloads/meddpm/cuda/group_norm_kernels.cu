@@ -186,7 +186,21 @@ __global__ void __launch_bounds__(kThreads)
     const T* p = x + n * S * C + c;
     const float shift = ToF(p[begin * C]);
     float s1 = 0.f, s2 = 0.f, count = 0.f;
-    for (int64_t s = begin + row; s < end; s += kRows) {
+    int64_t s = begin + row;
+    // Four rows' loads in flight per lane (a warp's load is only 32 channels wide).
+    for (; s + 3 * kRows < end; s += 4 * kRows) {
+      float v[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) v[k] = ToF(p[(s + k * kRows) * C]);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float d = v[k] - shift;
+        s1 += d;
+        s2 = fmaf(d, d, s2);
+      }
+      count += 4.f;
+    }
+    for (; s < end; s += kRows) {
       const float d = ToF(p[s * C]) - shift;
       s1 += d;
       s2 = fmaf(d, d, s2);
@@ -323,7 +337,19 @@ __global__ void __launch_bounds__(kThreads)
     const float h = ((emb != nullptr ? emb[nc] : 0.f) - mean[ng]) * r;
     const T* px = x + n * S * C + c;
     const T* pdy = dy + n * S * C + c;
-    for (int64_t s = begin + row; s < end; s += kRows) {
+    int64_t s = begin + row;
+    for (; s + kRows < end; s += 2 * kRows) {  // two rows of x and dy in flight per lane
+      float xv[2], gv[2];
+#pragma unroll
+      for (int k = 0; k < 2; ++k) xv[k] = ToF(px[(s + k * kRows) * C]), gv[k] = ToF(pdy[(s + k * kRows) * C]);
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const float dz = SILU ? gv[k] * SiluGrad(fmaf(a, xv[k], b)) : gv[k];
+        acc.x = fmaf(dz, fmaf(xv[k], r, h), acc.x);
+        acc.y += dz;
+      }
+    }
+    for (; s < end; s += kRows) {
       const float xv = ToF(px[s * C]), gv = ToF(pdy[s * C]);
       const float dz = SILU ? gv * SiluGrad(fmaf(a, xv, b)) : gv;
       acc.x = fmaf(dz, fmaf(xv, r, h), acc.x);
