@@ -127,7 +127,11 @@ void RunBackward(const at::Tensor& x, const at::Tensor& emb_f, const at::Tensor&
               cudaGetErrorString(err));
 }
 
-at::Tensor Float32(const at::Tensor& t) { return t.defined() ? t.to(at::kFloat).contiguous() : at::Tensor(); }
+// An empty tensor stands for "no embedding" inside the autograd function: LibTorch 2.x's
+// Function::apply records every input's device and throws on an undefined tensor.
+at::Tensor Float32(const at::Tensor& t) {
+  return t.defined() && t.numel() > 0 ? t.to(at::kFloat).contiguous() : at::Tensor();
+}
 
 class GroupNormActFunction : public torch::autograd::Function<GroupNormActFunction> {
  public:
@@ -139,7 +143,7 @@ class GroupNormActFunction : public torch::autograd::Function<GroupNormActFuncti
     ctx->save_for_backward({x, emb_f, gamma_f, s.mean, s.rstd, s.scale, s.shift, s.chan_mean});
     ctx->saved_data["groups"] = groups;
     ctx->saved_data["silu"] = silu;
-    ctx->saved_data["emb_dtype"] = static_cast<int64_t>(emb.defined() ? emb.scalar_type() : at::kFloat);
+    ctx->saved_data["emb_dtype"] = static_cast<int64_t>(emb.scalar_type());
     ctx->saved_data["gamma_dtype"] = static_cast<int64_t>(gamma.scalar_type());
     ctx->saved_data["beta_dtype"] = static_cast<int64_t>(beta.scalar_type());
     return y;
@@ -239,7 +243,8 @@ at::Tensor GroupNormAct(const at::Tensor& x, const at::Tensor& emb, int64_t grou
     if (why.empty()) {
 #ifdef MEDPROF_FUSED_KERNELS
       g_fused.fetch_add(1, std::memory_order_relaxed);
-      return GroupNormActFunction::apply(x, emb, gamma, beta, groups, eps, silu);
+      return GroupNormActFunction::apply(x, emb.defined() ? emb : at::empty({0}, x.options().dtype(at::kFloat)), gamma,
+                                         beta, groups, eps, silu);
 #endif
     }
     g_fallback.fetch_add(1, std::memory_order_relaxed);
