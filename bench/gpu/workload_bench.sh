@@ -8,7 +8,8 @@
 #   bash bench/gpu/workload_bench.sh [OUT_DIR]      (default $OUT, else bench-out/)
 #
 # Environment: PRESETS (default "baseline opt1 opt2 opt12 bf16"; a token PRESET+fused runs
-# `--preset PRESET --fused`, e.g. bf16+fused), VOLUME (default 128), SKIP_BUILD=1 to reuse
+# `--preset PRESET --fused`, e.g. bf16+fused; +notrace adds --no-trace: the CUPTI trace layer off,
+# as the peers run, e.g. opt3+notrace), VOLUME (default 128), SKIP_BUILD=1 to reuse
 # build-gpu/, PEER_COMPILE (peer configurations to run again under torch.compile after the eager
 # peer, e.g. "bf16"; each compiles for about 140 s, printed apart), KERNEL_MIX (tokens whose
 # train runs get a kernel-mix table from the worker's own trace, e.g. "opt12 opt3").
@@ -31,8 +32,9 @@ date -u +%Y-%m-%dT%H:%M:%SZ | tee "$out/date.txt"
 stages=" ${STAGES:-worker peer} "
 [[ "$stages" == *" worker "* ]] && for p in $presets; do
   case "$p" in baseline|opt2) train_steps=3 ;; *) train_steps=7 ;; esac
-  flags=(--preset "${p%+fused}")
-  [[ "$p" == *+fused ]] && flags+=(--fused)
+  flags=(--preset "${p%%+*}")
+  [[ "$p" == *+fused* ]] && flags+=(--fused)
+  [[ "$p" == *+notrace* ]] && flags+=(--no-trace)
   echo "== medprof-worker ${flags[*]} train"
   "$worker" "${flags[@]}" --phase train --grad-accum 1 --volume "$volume" --steps "$train_steps" --warmup 2 \
     --out "$out/$p-train.pb" 2>"$out/$p-train.log" || { tail -20 "$out/$p-train.log"; exit 1; }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "common/status.h"
+#include "workloads/meddpm/adam.h"
 #include "workloads/meddpm/architecture.h"
 #include "workloads/meddpm/fused_info.h"
 #include "workloads/meddpm/schedule.h"
@@ -216,7 +217,7 @@ class MeddpmWorkload final : public Workload {
 
   // train
   std::vector<torch::Tensor> params_, ema_;
-  std::unique_ptr<torch::optim::Adam> optimizer_;
+  std::unique_ptr<ForeachAdam> optimizer_;
   int64_t micro_steps_ = 0, optimizer_steps_ = 0;
 
   // sample
@@ -359,11 +360,7 @@ absl::Status MeddpmWorkload::Init() {
       params_ = net_->parameters();
       torch::NoGradGuard no_grad;
       for (const torch::Tensor& p : params_) ema_.push_back(p.detach().clone());
-      optimizer_ =
-          std::make_unique<torch::optim::Adam>(params_, torch::optim::AdamOptions(o_.learning_rate)
-                                                            .betas(std::make_tuple(kAdamBeta1, kAdamBeta2))
-                                                            .eps(kAdamEps)
-                                                            .weight_decay(0.0));
+      optimizer_ = std::make_unique<ForeachAdam>(params_, o_.learning_rate, kAdamBeta1, kAdamBeta2, kAdamEps);
       break;
     }
     case Phase::kSample:
@@ -449,7 +446,7 @@ double MeddpmWorkload::TrainStep(PhaseObserver* obs, StepTimer* timer, StepRepor
   if (micro_steps_ % o_.grad_accum == 0) {
     obs->OnPhaseBegin("optim");
     const int begin = timer->Mark();
-    optimizer_->step();
+    optimizer_->Step();
     compat::ResetGrads(params_);
     UpdateEma();
     ++optimizer_steps_;

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 #include "workloads/meddpm/architecture.h"
+#include "workloads/meddpm/adam.h"
 #include "workloads/meddpm/fused_group_norm.h"
 #include "workloads/meddpm/synthetic.h"
 #include "workloads/meddpm/torch_compat.h"
@@ -313,6 +314,34 @@ TEST(FusedGroupNormTest, RefusalsNameTheCause) {
   EXPECT_THAT(fused::FusedUnavailable(torch::randn({1, 6, 4}), 4), HasSubstr("not divisible by groups 4"));
   EXPECT_THAT(fused::FusedUnavailable(torch::randn({1, 8}), 4), HasSubstr("at least 3"));
   EXPECT_THAT(fused::FusedUnavailable(torch::randn({1, 8, 4}, torch::kDouble), 4), HasSubstr("dtype Double"));
+}
+
+// The foreach Adam is torch::optim::Adam's arithmetic: the same parameters, bit for bit, after
+// several steps (one parameter without a gradient on one step, which neither moves).
+TEST(ForeachAdamTest, MatchesLibTorchAdamBitForBit) {
+  torch::manual_seed(3);
+  std::vector<torch::Tensor> a = {torch::randn({4, 3}), torch::randn({7}), torch::randn({2, 2, 3})};
+  std::vector<torch::Tensor> b;
+  for (auto& t : a) {
+    t.set_requires_grad(true);
+    b.push_back(t.detach().clone().set_requires_grad(true));
+  }
+  ForeachAdam mine(a, 1e-2, 0.9, 0.999, 1e-8);
+  torch::optim::Adam theirs(b, torch::optim::AdamOptions(1e-2).betas(std::make_tuple(0.9, 0.999)).eps(1e-8));
+  for (int step = 0; step < 5; ++step) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i].mutable_grad() = torch::Tensor();
+      b[i].mutable_grad() = torch::Tensor();
+      if (step == 2 && i == 1) continue;  // no gradient this step
+      const torch::Tensor g = torch::randn(a[i].sizes());
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad() = g.clone();
+    }
+    mine.Step();
+    theirs.step();
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "step " << step << " tensor " << i;
+  }
+  EXPECT_EQ(mine.steps(), 5);
 }
 
 TEST(FusedGroupNormTest, ParameterRefusalsNameTheParameter) {
