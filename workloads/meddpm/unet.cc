@@ -44,24 +44,11 @@ torch::Tensor FusedGroupNorm(const nn::GroupNorm& gn, const torch::Tensor& x, co
 // GroupNorm "0" -> SiLU (no parameters, index 1) -> Conv3d k3 "2": ResBlock halves a and b.
 class NormActConvImpl : public nn::Module {
  public:
-  // pad_output: zero output filters up to a multiple of 8 under the fused preset (the head).
-  NormActConvImpl(int groups, int in, int out, bool pad_output = false)
-      : pad_out_(pad_output && out % 8 != 0 ? 8 - out % 8 : 0) {
+  NormActConvImpl(int groups, int in, int out) {
     norm_ = register_module("0", MakeGroupNorm(groups, in));
     conv_ = register_module("2", MakeConv3d(in, out, 3));
   }
   torch::Tensor Forward(const torch::Tensor& x, const ForwardContext& ctx) {
-    if (ctx.fused && pad_out_ > 0 && x.is_cuda()) {
-      // The head (out_channels 1 in Med-DDPM) under the fused preset on a GPU: zero output
-      // filters up to a multiple of 8, then the real channels sliced off — the same result, but
-      // cuDNN's channels-last BF16 weight gradient for one output channel was a direct kernel of
-      // 34 ms per train step on the H200 (a quarter of opt3's step).
-      const int64_t out = conv_->weight.size(0);
-      const torch::Tensor w = Keep(at::constant_pad_nd(conv_->weight, {0, 0, 0, 0, 0, 0, 0, 0, 0, pad_out_}), ctx);
-      const torch::Tensor b = at::constant_pad_nd(conv_->bias, {0, pad_out_});
-      const torch::Tensor h = FusedGroupNorm(norm_, x, torch::Tensor(), /*silu=*/true);
-      return Keep(at::conv3d(h, w, b, /*stride=*/{1, 1, 1}, /*padding=*/{1, 1, 1}).narrow(1, 0, out), ctx);
-    }
     if (ctx.fused) return Keep(conv_(FusedGroupNorm(norm_, x, torch::Tensor(), /*silu=*/true)), ctx);
     return Keep(conv_(at::silu(GroupNormFp32(norm_, x, ctx))), ctx);
   }
@@ -71,7 +58,6 @@ class NormActConvImpl : public nn::Module {
   }
 
  private:
-  int64_t pad_out_;
   nn::GroupNorm norm_{nullptr};
   nn::Conv3d conv_{nullptr};
 };
@@ -214,7 +200,7 @@ class TimeMlpImpl : public nn::Module {
 // "f": GroupNorm "0" -> SiLU -> Conv3d k3 "2" (base -> out_channels).
 class HeadImpl : public NormActConvImpl {
  public:
-  HeadImpl(int groups, int in, int out) : NormActConvImpl(groups, in, out, /*pad_output=*/true) {}
+  using NormActConvImpl::NormActConvImpl;
 };
 
 torch::Tensor TimestepEmbedding(const torch::Tensor& t, int dim, double max_period) {
