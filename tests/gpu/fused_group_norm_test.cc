@@ -6,8 +6,10 @@
 // 50 training steps of opt3 tracking opt1's losses.
 //
 // Tolerances (the issue's): the fused FP32 path's max error against FP64 at most twice
-// LibTorch's own FP32 op's max error against the same reference (plus 1e-6 of the reference's
-// magnitude, about 8 FP32 ulps, so a near-zero LibTorch error cannot fail it by rounding noise); BF16 below
+// LibTorch's own FP32 op's max error against the same reference (plus 1e-7 of the reference's
+// magnitude, under one FP32 ulp of the largest value, so only an exactly-zero LibTorch error needs
+// it; a looser floor of 1e-6 hid 11 of 252 dgamma/dbeta values 2.0-3.1x LibTorch's error on the
+// H200 before the backward statistics used compensated sums); BF16 below
 // 1e-2 relative (L2 norm of the error over L2 norm of the reference).
 #include <ATen/ATen.h>
 #include <torch/torch.h>
@@ -145,7 +147,7 @@ TEST_F(FusedGroupNormGpuTest, MatchesAnFp64ReferenceInEveryLayoutAndDtype) {
               // LibTorch's own FP32 op on the same input.
               const Grads lt = RunWithGrads(reference, x, emb, gamma, beta, dy);
               auto check = [&](const char* what, const at::Tensor& g, const at::Tensor& l, const at::Tensor& r) {
-                const double eg = MaxErr(g, r), el = MaxErr(l, r), floor = 1e-6 * MaxAbs(r);
+                const double eg = MaxErr(g, r), el = MaxErr(l, r), floor = 1e-7 * MaxAbs(r);
                 EXPECT_LE(eg, 2.0 * el + floor) << what << ": fused max error " << eg << ", LibTorch FP32 " << el;
                 std::printf("  %-44s %-6s fused %.3e  libtorch %.3e\n", name.c_str(), what, eg, el);
               };

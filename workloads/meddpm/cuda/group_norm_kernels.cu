@@ -88,6 +88,21 @@ __device__ __forceinline__ void Store<__nv_bfloat16, 4>(__nv_bfloat16* p, const 
 
 // ---- reductions --------------------------------------------------------------------------
 
+// Compensated (Kahan) FP32 sum: a lane of the channels-last backward statistics adds hundreds of
+// terms in a row, and a plain FP32 running sum made dgamma/dbeta up to 3x less accurate than
+// LibTorch's tree reduction on the H200 (bench/results/h200-fused-2026-12-03). Memory-bound
+// kernels, so the three extra adds are free. nvcc keeps FP32 adds unreassociated without
+// --use_fast_math.
+struct Kahan {
+  float sum = 0.f, comp = 0.f;
+  __device__ __forceinline__ void Add(float v) {
+    const float y = v - comp;
+    const float t = sum + y;
+    comp = (t - sum) - y;
+    sum = t;
+  }
+};
+
 template <typename F>
 __device__ __forceinline__ Welford<F> WarpCombine(Welford<F> w) {
 #pragma unroll
@@ -301,7 +316,7 @@ __global__ void __launch_bounds__(kThreads)
   const float h = ((emb != nullptr ? emb[nc] : 0.f) - mean[ng]) * r;  // xhat = x * r + h
   const T* px = x + nc * S;
   const T* pdy = dy + nc * S;
-  float2 acc = make_float2(0.f, 0.f);
+  Kahan sx, sy;
   for (int64_t i = begin + V * threadIdx.x; i < end; i += V * kThreads) {
     float xv[V], gv[V];
     Load<T, V>(px + i, xv);
@@ -309,11 +324,11 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       const float dz = SILU ? gv[k] * SiluGrad(fmaf(a, xv[k], b)) : gv[k];
-      acc.x = fmaf(dz, fmaf(xv[k], r, h), acc.x);
-      acc.y += dz;
+      sx.Add(dz * fmaf(xv[k], r, h));
+      sy.Add(dz);
     }
   }
-  acc = BlockSum(acc);
+  const float2 acc = BlockSum(make_float2(sx.sum, sy.sum));
   if (threadIdx.x == 0) part[nc * gridDim.y + split] = acc;
 }
 
@@ -337,6 +352,7 @@ __global__ void __launch_bounds__(kThreads)
     const float h = ((emb != nullptr ? emb[nc] : 0.f) - mean[ng]) * r;
     const T* px = x + n * S * C + c;
     const T* pdy = dy + n * S * C + c;
+    Kahan sx, sy;
     int64_t s = begin + row;
     for (; s + kRows < end; s += 2 * kRows) {  // two rows of x and dy in flight per lane
       float xv[2], gv[2];
@@ -345,16 +361,17 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
         const float dz = SILU ? gv[k] * SiluGrad(fmaf(a, xv[k], b)) : gv[k];
-        acc.x = fmaf(dz, fmaf(xv[k], r, h), acc.x);
-        acc.y += dz;
+        sx.Add(dz * fmaf(xv[k], r, h));
+        sy.Add(dz);
       }
     }
     for (; s < end; s += kRows) {
       const float xv = ToF(px[s * C]), gv = ToF(pdy[s * C]);
       const float dz = SILU ? gv * SiluGrad(fmaf(a, xv, b)) : gv;
-      acc.x = fmaf(dz, fmaf(xv, r, h), acc.x);
-      acc.y += dz;
+      sx.Add(dz * fmaf(xv, r, h));
+      sy.Add(dz);
     }
+    acc = make_float2(sx.sum, sy.sum);
   }
   rows[row][lane] = acc;
   __syncthreads();
