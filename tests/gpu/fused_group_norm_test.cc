@@ -290,6 +290,14 @@ TEST_F(FusedGroupNormGpuTest, Opt3ForwardMatchesOpt1WithTheSameWeights) {
     int64_t group_norms = 0;
     for (const auto& m : net->modules(/*include_self=*/false)) group_norms += m->as<torch::nn::GroupNormImpl>() != nullptr;
     EXPECT_EQ(fused::Counts().fused - before, group_norms) << "every GroupNorm of the model ran fused";
+    // The head conv in the other layout (ChooseHeadLayout's alternative) computes the same.
+    net->SetHeadChannelsFirst(true);
+    const torch::Tensor head_first = net->forward(x.contiguous(at::MemoryFormat::ChannelsLast3d), t).to(at::kDouble);
+    net->SetHeadChannelsFirst(false);
+    EXPECT_LT(RelErr(head_first, opt3), 1e-2) << "head conv channels-first vs channels-last";
+    const std::string pick = net->ChooseHeadLayout(1, 32, 32, 32, at::kBFloat16, /*backward=*/true);
+    std::printf("%s\n", pick.c_str());
+    EXPECT_THAT(pick, ::testing::HasSubstr("head conv channels-"));
   }
   net->SetFused(false);
   net->SetChannelsLast(false);

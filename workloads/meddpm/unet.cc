@@ -1,6 +1,8 @@
 #include "workloads/meddpm/unet.h"
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <string_view>
 
 #include "workloads/meddpm/fused_group_norm.h"
@@ -49,6 +51,10 @@ class NormActConvImpl : public nn::Module {
     conv_ = register_module("2", MakeConv3d(in, out, 3));
   }
   torch::Tensor Forward(const torch::Tensor& x, const ForwardContext& ctx) {
+    if (ctx.fused && conv_channels_first_ && x.is_cuda()) {
+      const torch::Tensor h = FusedGroupNorm(norm_, x, torch::Tensor(), /*silu=*/true);
+      return Keep(ConvIn(h, /*channels_first=*/true, conv_->weight), ctx);
+    }
     if (ctx.fused) return Keep(conv_(FusedGroupNorm(norm_, x, torch::Tensor(), /*silu=*/true)), ctx);
     return Keep(conv_(at::silu(GroupNormFp32(norm_, x, ctx))), ctx);
   }
@@ -57,7 +63,35 @@ class NormActConvImpl : public nn::Module {
     return Keep(conv_(FusedGroupNorm(norm_, x, emb, /*silu=*/true)), ctx);
   }
 
+  // The conv (kernel 3, stride 1, padding 1) on h with `weight`, both in one layout.
+  torch::Tensor ConvIn(const torch::Tensor& h, bool channels_first, const torch::Tensor& weight) const {
+    const auto format = channels_first ? at::MemoryFormat::Contiguous : at::MemoryFormat::ChannelsLast3d;
+    return at::conv3d(h.contiguous(format), weight.contiguous(format), conv_->bias, /*stride=*/{1, 1, 1},
+                      /*padding=*/{1, 1, 1});
+  }
+
+  // Mean ms of the conv's forward (+ backward to h and the weight) on h over `reps` after one
+  // warm-up, in one layout. CUDA tensors only.
+  double TimeConv(const torch::Tensor& h_in, bool channels_first, bool backward, int reps) const {
+    const at::AutoGradMode grad_mode(backward);  // callers may hold a NoGradGuard
+    const torch::Tensor h = h_in.detach().requires_grad_(backward);
+    const torch::Tensor w = conv_->weight.detach().clone().requires_grad_(backward);
+    auto once = [&] {
+      const torch::Tensor y = ConvIn(h, channels_first, w);
+      if (backward) torch::autograd::grad({y}, {h, w}, {at::ones_like(y)});
+    };
+    once();
+    torch::cuda::synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) once();
+    torch::cuda::synchronize();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+  }
+  void SetConvChannelsFirst(bool on) { conv_channels_first_ = on; }
+  int in_channels() const { return static_cast<int>(conv_->weight.size(1)); }
+
  private:
+  bool conv_channels_first_ = false;  // fused GPU runs only: ChooseHeadLayout's pick
   nn::GroupNorm norm_{nullptr};
   nn::Conv3d conv_{nullptr};
 };
@@ -304,6 +338,26 @@ void UNetImpl::InitWeights(uint64_t seed, InitMode mode) {
 }
 
 void UNetImpl::SetFused(bool on) { fused_ = on; }
+
+void UNetImpl::SetHeadChannelsFirst(bool on) { head_->SetConvChannelsFirst(on); }
+
+std::string UNetImpl::ChooseHeadLayout(int64_t batch, int64_t depth, int64_t height, int64_t width,
+                                       at::ScalarType dtype, bool backward) {
+  const torch::Device device = head_->parameters().front().device();
+  TORCH_CHECK(device.is_cuda(), "ChooseHeadLayout times CUDA kernels; the model is on ", device.str());
+  const torch::Tensor h = at::randn({batch, head_->in_channels(), depth, height, width},
+                                    at::TensorOptions().device(device).dtype(dtype))
+                              .contiguous(at::MemoryFormat::ChannelsLast3d);
+  constexpr int kReps = 3;
+  const double last = head_->TimeConv(h, /*channels_first=*/false, backward, kReps);
+  const double first = head_->TimeConv(h, /*channels_first=*/true, backward, kReps);
+  SetHeadChannelsFirst(first < last);
+  char line[160];
+  std::snprintf(line, sizeof line, "head conv %s: %.2f ms channels-first vs %.2f ms channels-last (%s, %s)",
+                first < last ? "channels-first" : "channels-last", first, last, backward ? "fwd+bwd" : "fwd",
+                c10::toString(dtype));
+  return line;
+}
 
 void UNetImpl::SetChannelsLast(bool on) {
   torch::NoGradGuard no_grad;
