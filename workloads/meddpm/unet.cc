@@ -62,6 +62,13 @@ class NormActConvImpl : public nn::Module {
   torch::Tensor ForwardWithEmbedding(const torch::Tensor& x, const torch::Tensor& emb, const ForwardContext& ctx) {
     return Keep(conv_(FusedGroupNorm(norm_, x, emb, /*silu=*/true)), ctx);
   }
+  // Fused only: Forward without the conv's bias, for a caller that folds the bias (a per-channel
+  // constant) into the next GroupNorm's embedding add instead of a broadcast add over the volume.
+  torch::Tensor ForwardWithoutBias(const torch::Tensor& x, const ForwardContext& ctx) {
+    const torch::Tensor h = FusedGroupNorm(norm_, x, torch::Tensor(), /*silu=*/true);
+    return Keep(at::conv3d(h, conv_->weight, torch::Tensor(), /*stride=*/{1, 1, 1}, /*padding=*/{1, 1, 1}), ctx);
+  }
+  const torch::Tensor& conv_bias() const { return conv_->bias; }
 
   // The conv (kernel 3, stride 1, padding 1) on h with `weight`, both in one layout.
   torch::Tensor ConvIn(const torch::Tensor& h, bool channels_first, const torch::Tensor& weight) const {
@@ -110,6 +117,13 @@ class ResBlockImpl : public LayerModule {
   torch::Tensor Forward(const torch::Tensor& x, const ForwardContext& ctx) override {
     // Same evaluation order as the peer: skip first.
     const torch::Tensor skip = k_.is_empty() ? x : Keep(k_(x), ctx);
+    if (ctx.fused && x.is_cuda()) {
+      // a's conv bias joins the embedding: GroupNorm(conv(..) + bias + e) with one per-channel
+      // add inside b's kernels instead of cuDNN's broadcast bias add over the whole volume.
+      const torch::Tensor h = a_->ForwardWithoutBias(x, ctx);
+      const torch::Tensor e = e_(at::silu(ctx.emb)) + a_->conv_bias();
+      return Keep(skip + b_->ForwardWithEmbedding(h, e, ctx), ctx);
+    }
     torch::Tensor h = a_->Forward(x, ctx);
     const torch::Tensor e = e_(at::silu(ctx.emb));
     if (ctx.fused) {
