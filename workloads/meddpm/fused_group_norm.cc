@@ -225,6 +225,15 @@ std::string ParamsUnavailable(const at::Tensor& x, const at::Tensor& emb, const 
   return "";
 }
 
+namespace {
+// Both refusal checks, input first.
+std::string WhyNotFused(const at::Tensor& x, const at::Tensor& emb, int64_t groups, const at::Tensor& gamma,
+                        const at::Tensor& beta) {
+  std::string why = FusedUnavailable(x, groups);
+  return why.empty() ? ParamsUnavailable(x, emb, gamma, beta) : why;
+}
+}  // namespace
+
 at::Tensor ReferenceGroupNormAct(const at::Tensor& x, const at::Tensor& emb, int64_t groups, const at::Tensor& gamma,
                                  const at::Tensor& beta, double eps, bool silu) {
   // The model's unfused order: the add in x's dtype, then GroupNorm in FP32.
@@ -238,8 +247,7 @@ at::Tensor GroupNormAct(const at::Tensor& x, const at::Tensor& emb, int64_t grou
                         const at::Tensor& beta, double eps, bool silu, bool fused) {
   RECORD_FUNCTION(silu ? "medprof::group_norm_silu" : "medprof::group_norm", std::vector<c10::IValue>({x}));
   if (fused) {
-    std::string why = FusedUnavailable(x, groups);
-    if (why.empty()) why = ParamsUnavailable(x, emb, gamma, beta);
+    std::string why = WhyNotFused(x, emb, groups, gamma, beta);
     if (why.empty()) {
 #ifdef MEDPROF_FUSED_KERNELS
       g_fused.fetch_add(1, std::memory_order_relaxed);
@@ -256,8 +264,7 @@ at::Tensor GroupNormAct(const at::Tensor& x, const at::Tensor& emb, int64_t grou
 
 void FusedForwardInto(const at::Tensor& x, const at::Tensor& emb, int64_t groups, const at::Tensor& gamma,
                       const at::Tensor& beta, double eps, bool silu, at::Tensor& y) {
-  std::string why = FusedUnavailable(x, groups);
-  if (why.empty()) why = ParamsUnavailable(x, emb, gamma, beta);
+  const std::string why = WhyNotFused(x, emb, groups, gamma, beta);
   TORCH_CHECK(why.empty(), "medprof fused GroupNorm cannot take this input: ", why);
   TORCH_CHECK(y.sizes() == x.sizes() && y.strides() == x.strides() && y.scalar_type() == x.scalar_type() &&
                   y.device() == x.device(),
@@ -273,8 +280,7 @@ void FusedForwardInto(const at::Tensor& x, const at::Tensor& emb, int64_t groups
 void FusedForwardBackwardInto(const at::Tensor& x, const at::Tensor& emb, int64_t groups, const at::Tensor& gamma,
                               const at::Tensor& beta, double eps, bool silu, const at::Tensor& dy, at::Tensor& y,
                               at::Tensor& dx, at::Tensor& dgamma, at::Tensor& dbeta, at::Tensor& demb) {
-  std::string why = FusedUnavailable(x, groups);
-  if (why.empty()) why = ParamsUnavailable(x, emb, gamma, beta);
+  const std::string why = WhyNotFused(x, emb, groups, gamma, beta);
   TORCH_CHECK(why.empty(), "medprof fused GroupNorm cannot take this input: ", why);
   for (const at::Tensor* t : {static_cast<const at::Tensor*>(&y), static_cast<const at::Tensor*>(&dx), &dy}) {
     TORCH_CHECK(t->sizes() == x.sizes() && t->strides() == x.strides() && t->scalar_type() == x.scalar_type() &&

@@ -27,6 +27,12 @@ nn::Conv3d MakeConv3d(int in, int out, int kernel, int stride = 1) {
   return nn::Conv3d(nn::Conv3dOptions(in, out, kernel).stride(stride).padding(kernel / 2));
 }
 
+// A kernel-3, stride-1, padding-1 conv (MakeConv3d's shape for every k3 stride-1 conv) with an
+// explicit weight and bias (undefined: none), for the fused paths that rearrange them.
+torch::Tensor Conv3x3(const torch::Tensor& h, const torch::Tensor& weight, const torch::Tensor& bias) {
+  return at::conv3d(h, weight, bias, /*stride=*/{1, 1, 1}, /*padding=*/{1, 1, 1});
+}
+
 // GroupNorm computed in FP32 whatever the input dtype (the reference's normalization() does
 // x.float() then casts back; under autocast the output stays FP32 and the next conv casts it).
 torch::Tensor GroupNormFp32(const nn::GroupNorm& gn, const torch::Tensor& x, const ForwardContext& ctx) {
@@ -66,15 +72,14 @@ class NormActConvImpl : public nn::Module {
   // constant) into the next GroupNorm's embedding add instead of a broadcast add over the volume.
   torch::Tensor ForwardWithoutBias(const torch::Tensor& x, const ForwardContext& ctx) {
     const torch::Tensor h = FusedGroupNorm(norm_, x, torch::Tensor(), /*silu=*/true);
-    return Keep(at::conv3d(h, conv_->weight, torch::Tensor(), /*stride=*/{1, 1, 1}, /*padding=*/{1, 1, 1}), ctx);
+    return Keep(Conv3x3(h, conv_->weight, torch::Tensor()), ctx);
   }
   const torch::Tensor& conv_bias() const { return conv_->bias; }
 
-  // The conv (kernel 3, stride 1, padding 1) on h with `weight`, both in one layout.
+  // The conv on h with `weight`, both in one layout.
   torch::Tensor ConvIn(const torch::Tensor& h, bool channels_first, const torch::Tensor& weight) const {
     const auto format = channels_first ? at::MemoryFormat::Contiguous : at::MemoryFormat::ChannelsLast3d;
-    return at::conv3d(h.contiguous(format), weight.contiguous(format), conv_->bias, /*stride=*/{1, 1, 1},
-                      /*padding=*/{1, 1, 1});
+    return Conv3x3(h.contiguous(format), weight.contiguous(format), conv_->bias);
   }
 
   // Mean ms of the conv's forward (+ backward to h and the weight) on h over `reps` after one
@@ -189,8 +194,7 @@ class ConvLayerImpl : public LayerModule {
       const std::vector<int64_t> pad = {0, 0, 0, 0, 0, 0, 0, pad_channels_};  // (W, H, D, C) low/high
       const torch::Tensor xp = Keep(at::constant_pad_nd(x, pad), ctx);
       const torch::Tensor wp = Keep(at::constant_pad_nd(c_->weight, pad), ctx);
-      // The input conv: kernel 3, stride 1, padding 1 (MakeConv3d).
-      return Keep(at::conv3d(xp, wp, c_->bias, /*stride=*/{1, 1, 1}, /*padding=*/{1, 1, 1}), ctx);
+      return Keep(Conv3x3(xp, wp, c_->bias), ctx);
     }
     if (!upsample_) return Keep(c_(x), ctx);
     const std::vector<int64_t> size = {2 * x.size(2), 2 * x.size(3), 2 * x.size(4)};
