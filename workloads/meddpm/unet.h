@@ -104,13 +104,16 @@ class UNetImpl : public torch::nn::Module {
   void SetFused(bool on);
   bool fused() const { return fused_; }
 
+  // Fused runs on a GPU: the head conv in channels-first layout (its input and weight converted
+  // around it). What ChooseHeadLayout picks; tests set it directly.
+  void SetHeadChannelsFirst(bool on);
   // Fused runs on a GPU: times the head conv (GroupNorm's output -> out_channels) forward, and
   // backward when `backward`, at batch x D x H x W in channels-last and in channels-first (under
   // whatever autocast the caller has on), and keeps the faster layout for that conv. cuDNN's
   // channels-last BF16 weight gradient for Med-DDPM's one output channel is a direct kernel of
-  // 34 ms per step on the H200. Returns a line for the run's note, e.g. "head conv channels-first:
-  // 1.20 ms vs 34.10 ms channels-last (fwd+bwd)". CUDA only; FAILED (c10::Error) elsewhere.
-  void SetHeadChannelsFirst(bool on);  // what ChooseHeadLayout picks; tests set it directly
+  // 34 ms per step on the H200. Returns a line for the run's note, e.g. "head conv
+  // channels-first: 1.20 ms channels-first vs 34.10 ms channels-last (fwd+bwd, BFloat16)".
+  // CUDA only; FAILED (c10::Error) elsewhere.
   std::string ChooseHeadLayout(int64_t batch, int64_t depth, int64_t height, int64_t width, at::ScalarType dtype,
                                bool backward);
 
