@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,8 @@ class CuptiProfiler : public Profiler, private OpListener {
   absl::Status RunMetrics(const StepRunner& run, const ProgressFn& progress);
   absl::Status ProfileKernels(const StepRunner& run, const CounterSessionOptions& base,
                               const ResolvedCatalog& catalog, const std::vector<std::string>& targets,
-                              const std::vector<MetricGroup>& groups);
+                              const std::vector<MetricGroup>& groups, const std::set<std::string>& only = {},
+                              size_t max_passes = 0);
   absl::Status ProfilePhases(const StepRunner& run, const CounterSessionOptions& base,
                              const ResolvedCatalog& catalog);
   v1::MetricValues DerivedMetrics() const;

@@ -85,7 +85,10 @@ if has ncu; then
     --log-file "$out/ncu.log" \
     "$worker" --preset opt1 --phase forward --volume 128 --steps 1 --warmup 2 --no-trace --no-sampling \
       --overhead-pairs 0 --out "$out/ncu-worker.pb" >"$out/ncu.csv" 2>"$out/ncu-worker.log"
-  say "ncu: exit $?, $(( $(date +%s) - t0 )) s, $(grep -c '^"' "$out/ncu.csv") csv lines"
+  rc=$?
+  # Some ncu versions write the CSV report into --log-file instead of stdout.
+  if ! grep -q '^"' "$out/ncu.csv"; then grep '^"' "$out/ncu.log" >"$out/ncu.csv"; fi
+  say "ncu: exit $rc, $(( $(date +%s) - t0 )) s, $(grep -c '^"' "$out/ncu.csv") csv lines"
   python3 bench/gpu/ncu_compare.py compare "$out/ncu-medprof.jsonl" "$out/ncu.csv" --top 10 | tee "$out/ncu-compare.txt" | tail -3 | tee -a "$summary"
 fi
 if has study; then
