@@ -308,12 +308,15 @@ int RunWorker(const RunContext& in) {
   kLog.Info("done: {} measured steps, median {:.1f} ms, peak memory {:.1f} MiB", wall.size(),
             sum->step_ms_median(), static_cast<double>(sum->peak_memory_bytes()) / (1 << 20));
   if (flags.fused) {  // requested and runnable (else the workload note says why not)
-    const meddpm::fused::CallCounts n = meddpm::fused::Counts();
-    if (n.fallback > 0) {
-      kLog.Warn("fused GroupNorm: {} calls through medprof's kernels, {} through LibTorch's ops (last reason: {})",
-                n.fused, n.fallback, n.last_fallback_reason);
-    } else {
-      kLog.Info("fused GroupNorm: {} calls through medprof's kernels", n.fused);
+    for (const meddpm::fused::Op op :
+         {meddpm::fused::Op::kGroupNorm, meddpm::fused::Op::kUpsample, meddpm::fused::Op::kSmallConv}) {
+      const meddpm::fused::CallCounts n = meddpm::fused::Counts(op);
+      if (n.fallback > 0) {
+        kLog.Warn("fused {}: {} calls through medprof's kernels, {} through LibTorch's ops (last reason: {})",
+                  meddpm::fused::OpName(op), n.fused, n.fallback, n.last_fallback_reason);
+      } else {
+        kLog.Info("fused {}: {} calls through medprof's kernels", meddpm::fused::OpName(op), n.fused);
+      }
     }
   }
   return kExitOk;

@@ -60,7 +60,7 @@ if has worker; then
     bash bench/gpu/workload_bench.sh "$res" >"$res/worker.log" 2>&1
   w=$?
   say "worker rows: exit $w, $(( $(date +%s) - t0 )) s"
-  grep -E "^== |done:|fused GroupNorm" "$res/worker.log" | tee -a "$summary"
+  grep -E "^== |done:|fused (GroupNorm|upsample|head conv)" "$res/worker.log" | tee -a "$summary"
   [ -f "$res/kernel_mix.md" ] && tee -a "$summary" <"$res/kernel_mix.md"
   [ $w = 0 ] || rc=1
 fi

@@ -7,6 +7,10 @@
 // with CUDA events, 5 warm-up and 20 timed calls each. The spec's H200 figures for (1,64,128^3)
 // FP32 forward: native GroupNorm 3.80 ms, torch.compile's 0.45 ms, SiLU 0.26 ms.
 //
+// Then the other fused ops at the U-Net's shapes (BF16, channels last): the trilinear x2 upsample
+// (LibTorch's op as autocast runs it: FP32, with the casts) and the head conv's backward
+// (64 -> 1 channels at 128^3: cuDNN's BF16 dgrad + wgrad vs medprof's kernels).
+//
 //   fused_group_norm_bench [--quick]      (bench/gpu/fused_check.sh runs it in its test stage)
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAEvent.h>
@@ -22,6 +26,7 @@
 
 #include "workloads/meddpm/fused_group_norm.h"
 #include "workloads/meddpm/fused_info.h"
+#include "workloads/meddpm/fused_volume_ops.h"
 
 namespace {
 
@@ -105,6 +110,69 @@ int main(int argc, char** argv) {
       }
     }
   }
+  namespace fused = medprof::meddpm::fused;
+  std::printf("\n| op | shape | LibTorch ms | medprof ms | speedup |\n|---|---|---|---|---|\n");
+  const auto cl = at::MemoryFormat::ChannelsLast3d;
+  struct Up {
+    int64_t c, edge;  // input; output 2 x edge
+  };
+  std::vector<Up> ups = {{128, 64}, {256, 32}, {256, 16}};
+  if (quick) ups.resize(1);
+  for (const Up& u : ups) {
+    torch::manual_seed(2);
+    const at::Tensor x = torch::randn({1, u.c, u.edge, u.edge, u.edge}, cuda).to(at::kBFloat16).contiguous(cl);
+    const std::vector<int64_t> size = {2 * u.edge, 2 * u.edge, 2 * u.edge};
+    const std::string shape = "1x" + std::to_string(u.c) + "x" + std::to_string(u.edge) + "^3 bf16";
+    {
+      torch::NoGradGuard no_grad;
+      // Autocast's version: FP32 in (a cast), FP32 out, cast back to BF16 for the next conv.
+      const double lt = MedianMs(
+          [&] { at::upsample_trilinear3d(x.to(at::kFloat), size, false).to(at::kBFloat16); }, warmup, reps);
+      const double mp = MedianMs([&] { fused::UpsampleTrilinearX2(x, /*fused=*/true); }, warmup, reps);
+      std::printf("| upsample fwd | %s | %.3f | %.3f | %.1fx |\n", shape.c_str(), lt, mp, lt / mp);
+    }
+    {
+      const at::Tensor xr = x.detach().requires_grad_(true);
+      const at::Tensor dy16 = torch::randn({1, u.c, 2 * u.edge, 2 * u.edge, 2 * u.edge}, cuda).to(at::kBFloat16).contiguous(cl);
+      const at::Tensor dy32 = dy16.to(at::kFloat);
+      const double lt = MedianMs(
+          [&] {
+            const at::Tensor y = at::upsample_trilinear3d(xr.to(at::kFloat), size, false);
+            torch::autograd::grad({y}, {xr}, {dy32});
+          },
+          warmup, reps);
+      const double mp = MedianMs(
+          [&] { torch::autograd::grad({fused::UpsampleTrilinearX2(xr, true)}, {xr}, {dy16}); }, warmup, reps);
+      std::printf("| upsample fwd+bwd | %s | %.3f | %.3f | %.1fx |\n", shape.c_str(), lt, mp, lt / mp);
+    }
+  }
+  {
+    const int64_t edge = quick ? 64 : 128;
+    torch::manual_seed(3);
+    const at::Tensor h = torch::randn({1, 64, edge, edge, edge}, cuda).to(at::kBFloat16).contiguous(cl).requires_grad_(true);
+    const at::Tensor w = (torch::randn({1, 64, 3, 3, 3}, cuda) * 0.05).requires_grad_(true);
+    const at::Tensor b = torch::zeros({1}, cuda).requires_grad_(true);
+    const at::Tensor dy = torch::randn({1, 1, edge, edge, edge}, cuda).to(at::kBFloat16);
+    const std::string shape = "1x64x" + std::to_string(edge) + "^3 -> 1, bf16";
+    auto step = [&](bool use_fused) {
+      const at::Tensor y = use_fused ? fused::SmallConv3x3(h, w, b, true)
+                                     : at::conv3d(h, w.to(at::kBFloat16).contiguous(cl), b.to(at::kBFloat16),
+                                                  {1, 1, 1}, {1, 1, 1});
+      torch::autograd::grad({y}, {h, w, b}, {dy});
+    };
+    const double lt = MedianMs([&] { step(false); }, 2, quick ? 3 : 5);
+    const double mp = MedianMs([&] { step(true); }, 2, quick ? 3 : 5);
+    std::printf("| head conv fwd+bwd | %s | %.3f | %.3f | %.1fx |\n", shape.c_str(), lt, mp, lt / mp);
+  }
+  for (const fused::Op op : {fused::Op::kUpsample, fused::Op::kSmallConv}) {
+    const auto n = fused::Counts(op);
+    if (n.fallback > 0) {
+      std::printf("%s: %lld fallbacks: %s\n", fused::OpName(op), static_cast<long long>(n.fallback),
+                  n.last_fallback_reason.c_str());
+      return 1;
+    }
+  }
+
   const auto counts = medprof::meddpm::fused::Counts();
   std::printf("\nfused calls %lld, fallbacks %lld%s%s\n", static_cast<long long>(counts.fused),
               static_cast<long long>(counts.fallback), counts.fallback > 0 ? ": " : "",

@@ -4,8 +4,6 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <atomic>
-#include <mutex>
 #include <vector>
 
 #ifdef MEDPROF_FUSED_KERNELS
@@ -19,10 +17,6 @@
 
 namespace medprof::meddpm::fused {
 namespace {
-
-std::atomic<int64_t> g_fused{0}, g_fallback{0};
-std::mutex g_reason_mu;
-std::string g_reason;
 
 // (N, C, 1, ...) view shape for a per-(n, c) value broadcast over x's spatial dims.
 std::vector<int64_t> BroadcastShape(const at::Tensor& x) {
@@ -250,14 +244,12 @@ at::Tensor GroupNormAct(const at::Tensor& x, const at::Tensor& emb, int64_t grou
     std::string why = WhyNotFused(x, emb, groups, gamma, beta);
     if (why.empty()) {
 #ifdef MEDPROF_FUSED_KERNELS
-      g_fused.fetch_add(1, std::memory_order_relaxed);
+      CountCall(Op::kGroupNorm, "");
       return GroupNormActFunction::apply(x, emb.defined() ? emb : at::empty({0}, x.options().dtype(at::kFloat)), gamma,
                                          beta, groups, eps, silu);
 #endif
     }
-    g_fallback.fetch_add(1, std::memory_order_relaxed);
-    const std::lock_guard<std::mutex> lock(g_reason_mu);
-    g_reason = std::move(why);
+    CountCall(Op::kGroupNorm, why.empty() ? NotCompiledReason() : why);
   }
   return ReferenceGroupNormAct(x, emb, groups, gamma, beta, eps, silu);
 }
@@ -304,13 +296,5 @@ void FusedForwardBackwardInto(const at::Tensor& x, const at::Tensor& emb, int64_
 #endif
 }
 
-CallCounts Counts() {
-  CallCounts c;
-  c.fused = g_fused.load(std::memory_order_relaxed);
-  c.fallback = g_fallback.load(std::memory_order_relaxed);
-  const std::lock_guard<std::mutex> lock(g_reason_mu);
-  c.last_fallback_reason = g_reason;
-  return c;
-}
 
 }  // namespace medprof::meddpm::fused

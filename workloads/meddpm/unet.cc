@@ -1,11 +1,10 @@
 #include "workloads/meddpm/unet.h"
 
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <string_view>
 
 #include "workloads/meddpm/fused_group_norm.h"
+#include "workloads/meddpm/fused_volume_ops.h"
 #include "workloads/meddpm/synthetic.h"
 
 namespace medprof::meddpm {
@@ -57,10 +56,6 @@ class NormActConvImpl : public nn::Module {
     conv_ = register_module("2", MakeConv3d(in, out, 3));
   }
   torch::Tensor Forward(const torch::Tensor& x, const ForwardContext& ctx) {
-    if (ctx.fused && conv_channels_first_ && x.is_cuda()) {
-      const torch::Tensor h = FusedGroupNorm(norm_, x, torch::Tensor(), /*silu=*/true);
-      return Keep(ConvIn(h, /*channels_first=*/true, conv_->weight), ctx);
-    }
     if (ctx.fused) return Keep(conv_(FusedGroupNorm(norm_, x, torch::Tensor(), /*silu=*/true)), ctx);
     return Keep(conv_(at::silu(GroupNormFp32(norm_, x, ctx))), ctx);
   }
@@ -75,35 +70,11 @@ class NormActConvImpl : public nn::Module {
     return Keep(Conv3x3(h, conv_->weight, torch::Tensor()), ctx);
   }
   const torch::Tensor& conv_bias() const { return conv_->bias; }
+  const nn::GroupNorm& norm() const { return norm_; }
+  const nn::Conv3d& conv() const { return conv_; }
 
-  // The conv on h with `weight`, both in one layout.
-  torch::Tensor ConvIn(const torch::Tensor& h, bool channels_first, const torch::Tensor& weight) const {
-    const auto format = channels_first ? at::MemoryFormat::Contiguous : at::MemoryFormat::ChannelsLast3d;
-    return Conv3x3(h.contiguous(format), weight.contiguous(format), conv_->bias);
-  }
-
-  // Mean ms of the conv's forward (+ backward to h and the weight) on h over `reps` after one
-  // warm-up, in one layout. CUDA tensors only.
-  double TimeConv(const torch::Tensor& h_in, bool channels_first, bool backward, int reps) const {
-    const at::AutoGradMode grad_mode(backward);  // callers may hold a NoGradGuard
-    const torch::Tensor h = h_in.detach().requires_grad_(backward);
-    const torch::Tensor w = conv_->weight.detach().clone().requires_grad_(backward);
-    auto once = [&] {
-      const torch::Tensor y = ConvIn(h, channels_first, w);
-      if (backward) torch::autograd::grad({y}, {h, w}, {at::ones_like(y)});
-    };
-    once();
-    torch::cuda::synchronize();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) once();
-    torch::cuda::synchronize();
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
-  }
-  void SetConvChannelsFirst(bool on) { conv_channels_first_ = on; }
-  int in_channels() const { return static_cast<int>(conv_->weight.size(1)); }
 
  private:
-  bool conv_channels_first_ = false;  // fused GPU runs only: ChooseHeadLayout's pick
   nn::GroupNorm norm_{nullptr};
   nn::Conv3d conv_{nullptr};
 };
@@ -113,7 +84,8 @@ namespace {
 // R: h = a(x) + e(SiLU(emb)); h = b(h); out = k(x) + h (k = identity when Cin == Cout).
 class ResBlockImpl : public LayerModule {
  public:
-  ResBlockImpl(int groups, int in, int out, int emb) {
+  // `slot`: this block's entry in ForwardContext::res_embs.
+  ResBlockImpl(int groups, int in, int out, int emb, size_t slot) : slot_(slot) {
     a_ = register_module("a", std::make_shared<NormActConvImpl>(groups, in, out));
     e_ = register_module("e", nn::Linear(emb, out));
     b_ = register_module("b", std::make_shared<NormActConvImpl>(groups, out, out));
@@ -126,11 +98,11 @@ class ResBlockImpl : public LayerModule {
       // a's conv bias joins the embedding: GroupNorm(conv(..) + bias + e) with one per-channel
       // add inside b's kernels instead of cuDNN's broadcast bias add over the whole volume.
       const torch::Tensor h = a_->ForwardWithoutBias(x, ctx);
-      const torch::Tensor e = e_(at::silu(ctx.emb)) + a_->conv_bias();
+      const torch::Tensor e = Embedding(ctx) + a_->conv_bias();
       return Keep(skip + b_->ForwardWithEmbedding(h, e, ctx), ctx);
     }
     torch::Tensor h = a_->Forward(x, ctx);
-    const torch::Tensor e = e_(at::silu(ctx.emb));
+    const torch::Tensor e = Embedding(ctx);
     if (ctx.fused) {
       h = b_->ForwardWithEmbedding(h, e, ctx);  // the add happens inside b's GroupNorm
     } else {
@@ -139,8 +111,14 @@ class ResBlockImpl : public LayerModule {
     }
     return Keep(skip + h, ctx);
   }
+  const nn::Linear& e() const { return e_; }
 
  private:
+  torch::Tensor Embedding(const ForwardContext& ctx) {
+    return slot_ < ctx.res_embs.size() ? ctx.res_embs[slot_] : e_(at::silu(ctx.emb));
+  }
+
+  size_t slot_;
   std::shared_ptr<NormActConvImpl> a_, b_;
   nn::Linear e_{nullptr};
   nn::Conv3d k_{nullptr};
@@ -197,9 +175,8 @@ class ConvLayerImpl : public LayerModule {
       return Keep(Conv3x3(xp, wp, c_->bias), ctx);
     }
     if (!upsample_) return Keep(c_(x), ctx);
-    const std::vector<int64_t> size = {2 * x.size(2), 2 * x.size(3), 2 * x.size(4)};
-    const torch::Tensor up =
-        Keep(at::upsample_trilinear3d(x, at::IntArrayRef(size), /*align_corners=*/false), ctx);
+    // Fused: medprof's channels-last kernel in the activations' dtype (fused_volume_ops.h).
+    const torch::Tensor up = Keep(fused::UpsampleTrilinearX2(x, ctx.fused), ctx);
     return Keep(c_(up), ctx);
   }
 
@@ -250,9 +227,18 @@ class TimeMlpImpl : public nn::Module {
 };
 
 // "f": GroupNorm "0" -> SiLU -> Conv3d k3 "2" (base -> out_channels).
+//
+// Fused: the conv's backward through medprof's kernels for few output channels
+// (fused_volume_ops.h): cuDNN's BF16 weight gradient for Med-DDPM's one output filter is a
+// direct kernel of 27-34 ms per step on the H200 in either layout.
 class HeadImpl : public NormActConvImpl {
  public:
   using NormActConvImpl::NormActConvImpl;
+  torch::Tensor Forward(const torch::Tensor& x, const ForwardContext& ctx) {
+    if (!ctx.fused) return NormActConvImpl::Forward(x, ctx);
+    const torch::Tensor h = FusedGroupNorm(norm(), x, torch::Tensor(), /*silu=*/true);
+    return Keep(fused::SmallConv3x3(h, conv()->weight, conv()->bias, /*fused=*/true), ctx);
+  }
 };
 
 torch::Tensor TimestepEmbedding(const torch::Tensor& t, int dim, double max_period) {
@@ -278,8 +264,11 @@ UNetImpl::UNetImpl(const ModelOptions& model) : plan_(MakePlan(model)) {
     switch (l.kind) {
       case LayerKind::kInputConv:
         return std::make_shared<ConvLayerImpl>(l.in_channels, l.out_channels, 1, false, /*input_conv=*/true);
-      case LayerKind::kResBlock:
-        return std::make_shared<ResBlockImpl>(groups, l.in_channels, l.out_channels, emb);
+      case LayerKind::kResBlock: {
+        auto block = std::make_shared<ResBlockImpl>(groups, l.in_channels, l.out_channels, emb, res_emb_.size());
+        res_emb_.push_back(block->e());
+        return block;
+      }
       case LayerKind::kAttention:
         return std::make_shared<AttentionImpl>(groups, l.in_channels);
       case LayerKind::kDownsample:
@@ -312,6 +301,20 @@ torch::Tensor UNetImpl::forward(const torch::Tensor& x, const torch::Tensor& t) 
   ctx.channels_last = channels_last_;
   ctx.fused = fused_;
   ctx.emb = time_->Forward(TimestepEmbedding(t, plan_.model.base_channels));
+  if (fused_ && ctx.emb.is_cuda() && !res_emb_.empty()) {
+    // Every ResBlock's e(SiLU(emb)) as one linear: 1 SiLU + 1 GEMM (+ 2 weight casts under
+    // autocast) per forward instead of 17 + 17 (+ 34). GPU only, like the other fused paths (on
+    // the CPU the fused model stays bit-identical to the unfused one).
+    std::vector<torch::Tensor> weights, biases;
+    std::vector<int64_t> sizes;
+    for (const nn::Linear& l : res_emb_) {
+      weights.push_back(l->weight);
+      biases.push_back(l->bias);
+      sizes.push_back(l->weight.size(0));
+    }
+    const torch::Tensor all = at::linear(at::silu(ctx.emb), at::cat(weights, 0), at::cat(biases, 0));
+    ctx.res_embs = all.split_with_sizes(sizes, 1);
+  }
   std::vector<torch::Tensor> skips;
   skips.reserve(input_->items().size());
   torch::Tensor h = Keep(x, ctx);
@@ -357,24 +360,20 @@ void UNetImpl::InitWeights(uint64_t seed, InitMode mode) {
 
 void UNetImpl::SetFused(bool on) { fused_ = on; }
 
-void UNetImpl::SetHeadChannelsFirst(bool on) { head_->SetConvChannelsFirst(on); }
-
-std::string UNetImpl::ChooseHeadLayout(int64_t batch, int64_t depth, int64_t height, int64_t width,
-                                       at::ScalarType dtype, bool backward) {
-  const torch::Device device = head_->parameters().front().device();
-  TORCH_CHECK(device.is_cuda(), "ChooseHeadLayout times CUDA kernels; the model is on ", device.str());
-  const torch::Tensor h = at::randn({batch, head_->in_channels(), depth, height, width},
-                                    at::TensorOptions().device(device).dtype(dtype))
-                              .contiguous(at::MemoryFormat::ChannelsLast3d);
-  constexpr int kReps = 3;
-  const double last = head_->TimeConv(h, /*channels_first=*/false, backward, kReps);
-  const double first = head_->TimeConv(h, /*channels_first=*/true, backward, kReps);
-  SetHeadChannelsFirst(first < last);
-  char line[160];
-  std::snprintf(line, sizeof line, "head conv %s: %.2f ms channels-first vs %.2f ms channels-last (%s, %s)",
-                first < last ? "channels-first" : "channels-last", first, last, backward ? "fwd+bwd" : "fwd",
-                c10::toString(dtype));
-  return line;
+int UNetImpl::HoldWeightsIn(at::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  int cast = 0;
+  for (const auto& m : modules(/*include_self=*/false)) {
+    if (m->as<nn::Conv3dImpl>() == nullptr && m->as<nn::Conv1dImpl>() == nullptr && m->as<nn::LinearImpl>() == nullptr) {
+      continue;
+    }
+    for (torch::Tensor& p : m->parameters(/*recurse=*/false)) {
+      if (p.scalar_type() == dtype) continue;
+      p.set_data(p.data().to(dtype));  // keeps the memory format (ChannelsLast3d weights stay so)
+      ++cast;
+    }
+  }
+  return cast;
 }
 
 void UNetImpl::SetChannelsLast(bool on) {

@@ -54,6 +54,10 @@ struct ForwardContext {
   torch::Tensor emb;           // time MLP output (B, 4 base)
   bool channels_last = false;  // keep 5-D activations in ChannelsLast3d
   bool fused = false;          // GroupNorm(+SiLU, +emb add) through fused_group_norm.h
+  // Fused runs: every ResBlock's e(SiLU(emb)), computed by UNet::forward as one linear over the
+  // concatenated e weights and split (ResBlock k reads entry k); empty: each ResBlock computes
+  // its own.
+  std::vector<torch::Tensor> res_embs;
 };
 
 // One layer of a block (R, A or D), called with the block's running tensor.
@@ -104,18 +108,12 @@ class UNetImpl : public torch::nn::Module {
   void SetFused(bool on);
   bool fused() const { return fused_; }
 
-  // Fused runs on a GPU: the head conv in channels-first layout (its input and weight converted
-  // around it). What ChooseHeadLayout picks; tests set it directly.
-  void SetHeadChannelsFirst(bool on);
-  // Fused runs on a GPU: times the head conv (GroupNorm's output -> out_channels) forward, and
-  // backward when `backward`, at batch x D x H x W in channels-last and in channels-first (under
-  // whatever autocast the caller has on), and keeps the faster layout for that conv. cuDNN's
-  // channels-last BF16 weight gradient for Med-DDPM's one output channel is a direct kernel of
-  // 34 ms per step on the H200. Returns a line for the run's note, e.g. "head conv
-  // channels-first: 1.20 ms channels-first vs 34.10 ms channels-last (fwd+bwd, BFloat16)".
-  // CUDA only; FAILED (c10::Error) elsewhere.
-  std::string ChooseHeadLayout(int64_t batch, int64_t depth, int64_t height, int64_t width, at::ScalarType dtype,
-                               bool backward);
+  // Casts every conv and linear weight and bias to `dtype` (GroupNorm's parameters stay FP32),
+  // for a model that only runs forwards under autocast to `dtype`: autocast would otherwise cast
+  // each of them again at every call (about 160 casts per forward, a fifth of a fused forward's
+  // CPU time with the profiler's op trace on). The same values reach the kernels. Not for
+  // training (the optimizer keeps FP32 weights). Returns the number of tensors cast.
+  int HoldWeightsIn(at::ScalarType dtype);
 
   const UNetPlan& plan() const { return plan_; }
 
@@ -128,6 +126,7 @@ class UNetImpl : public torch::nn::Module {
   std::shared_ptr<LayerListImpl> middle_;  // "M"
   std::shared_ptr<BlockListImpl> output_;  // "O"
   std::shared_ptr<HeadImpl> head_;         // "f"
+  std::vector<torch::nn::Linear> res_emb_;  // every ResBlock's e, in forward order
 };
 TORCH_MODULE(UNet);
 

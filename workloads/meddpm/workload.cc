@@ -330,13 +330,11 @@ absl::Status MeddpmWorkload::Init() {
   net_->to(device_);
   if (o_.channels_last) net_->SetChannelsLast(true);
   net_->SetFused(flags_.fused);
-  if (flags_.fused && o_.channels_last) {
-    // The head conv's layout by measurement (UNetImpl::ChooseHeadLayout); the pick goes in the note.
-    compat::AutocastGuard autocast(device_.type(), flags_.bf16, at::kBFloat16);
-    const std::string line =
-        net_->ChooseHeadLayout(o_.batch, o_.depth, o_.height, o_.width, flags_.bf16 ? at::kBFloat16 : at::kFloat,
-                               /*backward=*/o_.phase == Phase::kTrain);
-    flags_.note = flags_.note.empty() ? line : flags_.note + "; " + line;
+  if (flags_.fused && flags_.bf16 && o_.phase != Phase::kTrain) {
+    // Forwards only: weights cast once instead of by autocast at every call (UNet::HoldWeightsIn).
+    const int cast = net_->HoldWeightsIn(at::kBFloat16);
+    const std::string line = absl::StrCat(cast, " conv/linear weights and biases held in BFloat16 (forward only)");
+    flags_.note = flags_.note.empty() ? line : absl::StrCat(flags_.note, "; ", line);
   }
   flags_.channels_last = false;
   for (const torch::Tensor& p : net_->parameters()) {

@@ -391,6 +391,48 @@ TEST(FusedGroupNormTest, FusedModelOnTheCpuIsBitIdenticalToTheUnfusedOne) {
   for (const auto& p : net->parameters()) EXPECT_TRUE(torch::equal(p.grad(), ref_grads[i++]));
 }
 
+// Forward-only fused runs hold conv and linear parameters in BF16 (UNet::HoldWeightsIn): every
+// one of them is cast, GroupNorm's stay FP32, layouts are kept, and under BF16 autocast the
+// model computes what it computed with FP32 weights (autocast cast them to the same values).
+TEST(UNetTest, HoldWeightsInCastsConvAndLinearParametersOnly) {
+  UNet net(TinyModel());
+  net->InitWeights(2, InitMode::kDense);
+  net->SetChannelsLast(true);
+  const torch::Tensor x = RandomInput(3, 16, 16, 16, 8).contiguous(at::MemoryFormat::ChannelsLast3d);
+  const torch::Tensor t = torch::tensor({7}, torch::kLong);
+  torch::NoGradGuard no_grad;
+  torch::Tensor before;
+  {
+    compat::AutocastGuard autocast(c10::DeviceType::CPU, true, at::kBFloat16);
+    before = net->forward(x, t);
+  }
+  int affine = 0, norms = 0;
+  for (const auto& m : net->modules(/*include_self=*/false)) {
+    const int n = static_cast<int>(m->parameters(/*recurse=*/false).size());
+    if (m->as<torch::nn::GroupNormImpl>() != nullptr) {
+      norms += n;
+    } else {
+      affine += n;
+    }
+  }
+  ASSERT_GT(norms, 0);
+  EXPECT_EQ(net->HoldWeightsIn(at::kBFloat16), affine);
+  EXPECT_EQ(net->HoldWeightsIn(at::kBFloat16), 0) << "already cast";
+  for (const auto& m : net->modules(/*include_self=*/false)) {
+    const bool norm = m->as<torch::nn::GroupNormImpl>() != nullptr;
+    for (const torch::Tensor& p : m->parameters(/*recurse=*/false)) {
+      EXPECT_EQ(p.scalar_type(), norm ? at::kFloat : at::kBFloat16) << m->name();
+      if (p.dim() == 5) EXPECT_TRUE(p.is_contiguous(at::MemoryFormat::ChannelsLast3d)) << m->name();
+    }
+  }
+  torch::Tensor after;
+  {
+    compat::AutocastGuard autocast(c10::DeviceType::CPU, true, at::kBFloat16);
+    after = net->forward(x, t);
+  }
+  EXPECT_TRUE(torch::equal(after, before));
+}
+
 TEST(CompatTest, OutOfMemoryMessagesAreRecognised) {
   EXPECT_TRUE(compat::IsOutOfMemory("CUDA out of memory. Tried to allocate 2.00 GiB"));
   EXPECT_TRUE(compat::IsOutOfMemory(
