@@ -213,10 +213,13 @@ TEST(WorkerBinaryTest, DescribeOpt3ListsTheFusedKernels) {
   EXPECT_EQ(j["flags"]["bf16"], true);
   const nlohmann::json& f = j["fused_group_norm"];
   EXPECT_EQ(f["requested"], true);
-  ASSERT_EQ(f["kernels"].size(), 8u);
+  // 8 GroupNorm kernels, then the upsample's 2 and the head conv backward's 3.
+  ASSERT_EQ(f["kernels"].size(), 13u);
   EXPECT_EQ(f["kernels"][0]["name"], "medprof_group_norm_stats_ncs");
+  EXPECT_EQ(f["kernels"][8]["name"], "medprof_upsample_x2_fwd");
+  EXPECT_EQ(f["kernels"][10]["name"], "medprof_conv3x3_small_dgrad");
   for (const auto& k : f["kernels"]) {
-    EXPECT_THAT(k["name"].get<std::string>(), HasSubstr("medprof_group_norm"));
+    EXPECT_THAT(k["name"].get<std::string>(), ::testing::StartsWith("medprof_"));
     EXPECT_FALSE(k["role"].get<std::string>().empty());
   }
   if (f["compiled"].get<bool>()) {
