@@ -21,6 +21,7 @@
 #include "workloads/meddpm/architecture.h"
 #include "workloads/meddpm/adam.h"
 #include "workloads/meddpm/fused_group_norm.h"
+#include "workloads/meddpm/fused_volume_ops.h"
 #include "workloads/meddpm/synthetic.h"
 #include "workloads/meddpm/torch_compat.h"
 #include "workloads/meddpm/unet.h"
@@ -314,6 +315,29 @@ TEST(FusedGroupNormTest, RefusalsNameTheCause) {
   EXPECT_THAT(fused::FusedUnavailable(torch::randn({1, 6, 4}), 4), HasSubstr("not divisible by groups 4"));
   EXPECT_THAT(fused::FusedUnavailable(torch::randn({1, 8}), 4), HasSubstr("at least 3"));
   EXPECT_THAT(fused::FusedUnavailable(torch::randn({1, 8, 4}, torch::kDouble), 4), HasSubstr("dtype Double"));
+}
+
+// The upsample and head-conv ops (fused_volume_ops.h) on the CPU: LibTorch's ops exactly, each
+// call counted as a fallback with its reason; not asked for, not counted.
+TEST(FusedGroupNormTest, VolumeOpsFallBackOnTheCpuAndSayWhy) {
+  torch::manual_seed(9);
+  const torch::Tensor x = torch::randn({2, 8, 3, 4, 5}).contiguous(at::MemoryFormat::ChannelsLast3d);
+  const torch::Tensor w = torch::randn({1, 8, 3, 3, 3}), b = torch::randn({1});
+  EXPECT_THAT(fused::UpsampleUnavailable(x), fused::Compiled() ? HasSubstr("input on cpu") : HasSubstr("LibTorch"));
+  EXPECT_THAT(fused::SmallConvUnavailable(x, w, b),
+              fused::Compiled() ? HasSubstr("input on cpu") : HasSubstr("LibTorch"));
+  const fused::CallCounts up0 = fused::Counts(fused::Op::kUpsample), conv0 = fused::Counts(fused::Op::kSmallConv);
+  EXPECT_TRUE(torch::equal(fused::UpsampleTrilinearX2(x, /*fused=*/true),
+                           at::upsample_trilinear3d(x, {6, 8, 10}, /*align_corners=*/false)));
+  EXPECT_TRUE(torch::equal(fused::SmallConv3x3(x, w, b, /*fused=*/true), at::conv3d(x, w, b, 1, 1)));
+  EXPECT_EQ(fused::Counts(fused::Op::kUpsample).fallback - up0.fallback, 1);
+  EXPECT_EQ(fused::Counts(fused::Op::kSmallConv).fallback - conv0.fallback, 1);
+  EXPECT_FALSE(fused::Counts(fused::Op::kSmallConv).last_fallback_reason.empty());
+  fused::UpsampleTrilinearX2(x, /*fused=*/false);
+  fused::SmallConv3x3(x, w, b, /*fused=*/false);
+  EXPECT_EQ(fused::Counts(fused::Op::kUpsample).fallback - up0.fallback, 1);
+  EXPECT_EQ(fused::Counts(fused::Op::kSmallConv).fallback - conv0.fallback, 1);
+  EXPECT_STREQ(fused::OpName(fused::Op::kSmallConv), "head conv");
 }
 
 // The foreach Adam is torch::optim::Adam's arithmetic: the same parameters, bit for bit, after
