@@ -178,13 +178,18 @@ class GroupNormActFunction : public torch::autograd::Function<GroupNormActFuncti
 
 }  // namespace
 
-std::string FusedUnavailable(const at::Tensor& x, int64_t groups) {
+std::string KernelInputProblem(const at::Tensor& x) {
   if (!Compiled()) return NotCompiledReason();
   if (!x.defined()) return "undefined input";
   if (!x.is_cuda()) return "input on " + x.device().str() + ", the fused kernels run on CUDA devices";
   if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kBFloat16) {
     return std::string("input dtype ") + c10::toString(x.scalar_type()) + ", the fused kernels take Float and BFloat16";
   }
+  return "";
+}
+
+std::string FusedUnavailable(const at::Tensor& x, int64_t groups) {
+  if (std::string why = KernelInputProblem(x); !why.empty()) return why;
   if (x.dim() < 3) return "input has " + std::to_string(x.dim()) + " dimensions, at least 3 (N, C, spatial...)";
   if (x.numel() == 0) return "empty input";
   if (groups < 1 || x.size(1) % groups != 0) {

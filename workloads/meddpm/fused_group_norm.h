@@ -23,6 +23,10 @@
 
 namespace medprof::meddpm::fused {
 
+// What every medprof kernel needs of its input (this file's and fused_volume_ops.h's): "" when
+// this build has the kernels and x is a defined CUDA tensor of Float or BFloat16, else why not.
+std::string KernelInputProblem(const at::Tensor& x);
+
 // "" when the fused kernels would take x (and this build has them), else why not.
 std::string FusedUnavailable(const at::Tensor& x, int64_t groups);
 // "" when the fused kernels can take these parameters with x: gamma and beta defined with C

@@ -15,6 +15,8 @@
 #include "workloads/meddpm/cuda/volume_kernels.h"
 #endif
 
+#include "workloads/meddpm/fused_group_norm.h"  // KernelInputProblem
+
 namespace medprof::meddpm::fused {
 namespace {
 
@@ -24,12 +26,7 @@ bool Aligned16(const at::Tensor& t) { return (reinterpret_cast<uintptr_t>(t.data
 
 // What every kernel here needs of its main input.
 std::string InputProblem(const at::Tensor& x) {
-  if (!Compiled()) return NotCompiledReason();
-  if (!x.defined()) return "undefined input";
-  if (!x.is_cuda()) return "input on " + x.device().str() + ", the kernels run on CUDA devices";
-  if (x.scalar_type() != at::kFloat && x.scalar_type() != at::kBFloat16) {
-    return std::string("input dtype ") + c10::toString(x.scalar_type()) + ", the kernels take Float and BFloat16";
-  }
+  if (std::string why = KernelInputProblem(x); !why.empty()) return why;
   if (x.dim() != 5) return "input has " + std::to_string(x.dim()) + " dimensions, the kernels take 5 (N, C, D, H, W)";
   if (x.numel() == 0) return "empty input";
   if (x.size(1) % 4 != 0) return "channels " + std::to_string(x.size(1)) + " not a multiple of 4";
