@@ -5,6 +5,8 @@
 #include <signal.h>
 #include <sqlite3.h>
 
+#include <fstream>
+
 #include "tests/integration/fault_common.h"
 
 namespace medprof::itest::fault {
@@ -143,27 +145,32 @@ TEST(FaultIoTest, AgentSpoolDiskFull) {
       std::chrono::seconds(5)));
 }
 
-// Another process holds the database's write lock for longer than the server's busy timeout
-// (5 s): writes fail with UNAVAILABLE meanwhile, agents retry, and once the lock is released
+// Another process holds the database's write lock until a submission has outlasted the
+// server's busy timeout (5 s): writes fail with UNAVAILABLE meanwhile, agents retry, and once the lock is released
 // the study completes with everything stored once.
 TEST(FaultIoTest, SqliteLockedByAnotherProcess) {
   Rig r = Start("locked");
   ASSERT_TRUE(r.agent);
   const std::string study = Submit(r.server->address(), kSteps);
   ASSERT_TRUE(WaitSteps(r, study, 1));
+  // The lock is held by a separate process until the test has seen the refusal (the release
+  // file appears): a fixed hold raced the CLI's start-up on a loaded 2-core CI machine, and a
+  // submission that arrived 2 s late outlasted a 7 s lock within the 5 s busy timeout.
+  const std::string release = r.dir + "/release-lock";
   // The lock is held by a separate process (python3's sqlite3): a connection inside this test
   // process did not keep other processes out (POSIX locks are per process, and the test's own
   // SQLite probes open and close the same file).
   auto holder = Process::Start(
       {"/usr/bin/env", "python3", "-c",
-       "import sqlite3, sys, time\n"
+       "import os, sqlite3, sys, time\n"
        "c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)\n"
        "c.execute('BEGIN EXCLUSIVE')\n"
        "print('locked', flush=True)\n"
-       "time.sleep(7)\n"
+       "t0 = time.time()\n"
+       "while not os.path.exists(sys.argv[2]) and time.time() - t0 < 120: time.sleep(0.05)\n"
        "c.execute('COMMIT')\n"
        "print('released', flush=True)\n",
-       r.db},
+       r.db, release},
       {}, r.dir + "/lock.log");
   ASSERT_TRUE(holder.ok()) << holder.status();
   ASSERT_TRUE((*holder)->WaitForLine("locked", std::chrono::seconds(15)).has_value()) << (*holder)->AllOutput();
@@ -173,6 +180,7 @@ TEST(FaultIoTest, SqliteLockedByAnotherProcess) {
   const CommandResult during =
       Cli(r.server->address(), {"submit", "--presets", "baseline", "--steps", "1", "--volume", "16",
                                 "--base-channels", "8", "--channel-mult", "1,2", "--attention-ds", "2"});
+  { std::ofstream(release) << "go\n"; }
   ASSERT_TRUE((*holder)->WaitForLine("released", std::chrono::seconds(15)).has_value()) << (*holder)->AllOutput();
   EXPECT_NE(during.exit_code, 0) << during.out;
   EXPECT_THAT(during.err + during.out, HasSubstr("locked")) << "the lock was felt and named";
