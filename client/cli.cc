@@ -96,7 +96,7 @@ struct SubmitFlags {
   std::string volume, depth, height, width, steps, warmup, phase, repeats, batch;
   std::string base_channels, channel_mult, res_blocks, attention_ds, in_channels, out_channels;
   std::string groups, grad_accum, learning_rate, seed, sample_steps, device, cpu_threads;
-  std::string metrics_top_k, max_attempts, timeout_s;
+  std::string metrics_top_k, metrics_launches, max_attempts, timeout_s;
   std::optional<bool> tf32, channels_last, bf16, fused;
   bool metrics = false, wait = false;
 };
@@ -129,6 +129,7 @@ const std::vector<IntField>& IntFields() {
       {"--sample-steps", &SubmitFlags::sample_steps, &v1::WorkloadConfig::set_sample_steps, absl::StrCat("1..", config::kDiffusionSteps)},
       {"--cpu-threads", &SubmitFlags::cpu_threads, &v1::WorkloadConfig::set_cpu_threads, absl::StrCat("0..", config::kMaxCpuThreads)},
       {"--metrics-top-k", &SubmitFlags::metrics_top_k, &v1::WorkloadConfig::set_metrics_top_k, absl::StrCat("0..", config::kMaxMetricsTopK)},
+      {"--metrics-launches", &SubmitFlags::metrics_launches, &v1::WorkloadConfig::set_metrics_launches, absl::StrCat("1..", config::kMaxMetricsLaunches)},
   };
   return fields;
 }
@@ -347,6 +348,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   submit->add_option("--device", sf.device, "auto|cpu|cuda")->type_name("DEVICE");
   submit->add_option("--cpu-threads,--threads", sf.cpu_threads, "CPU threads (0 = LibTorch default; --threads as in medprof-worker)")->type_name("N");
   submit->add_option("--metrics-top-k", sf.metrics_top_k, "kernels profiled by the metrics layer (0..200)")->type_name("N");
+  submit->add_option("--metrics-launches", sf.metrics_launches,
+                     "launches of each such kernel profiled, median stored (1..9, default 3)")->type_name("N");
   submit->add_option("--max-attempts", sf.max_attempts, "attempts per job (1..10)")->type_name("N");
   submit->add_option("--timeout-s", sf.timeout_s, "per-run wall-clock limit in seconds")->type_name("N");
   AddBoolPair(submit, "tf32", &sf.tf32, "TF32 Tensor Cores on (overrides the preset)");

@@ -85,6 +85,7 @@ void ApplyDefaults(v1::WorkloadConfig* c) {
   if (!c->has_sample_steps()) c->set_sample_steps(kDiffusionSteps);
   if (!c->has_cpu_threads()) c->set_cpu_threads(0);
   if (!c->has_metrics_top_k()) c->set_metrics_top_k(kDefaultMetricsTopK);
+  if (!c->has_metrics_launches()) c->set_metrics_launches(kDefaultMetricsLaunches);
   if (!c->has_overhead_pairs()) c->set_overhead_pairs(kDefaultOverheadPairs);
   if (!c->has_sampling()) c->set_sampling(true);
   if (!c->has_trace()) c->set_trace(true);
@@ -150,6 +151,7 @@ absl::Status Validate(const v1::WorkloadConfig& c) {
   }
   if (auto s = CheckRange("cpu_threads", c.cpu_threads(), 0, kMaxCpuThreads); !s.ok()) return s;
   if (auto s = CheckRange("metrics_top_k", c.metrics_top_k(), 0, kMaxMetricsTopK); !s.ok()) return s;
+  if (auto s = CheckRange("metrics_launches", c.metrics_launches(), 1, kMaxMetricsLaunches); !s.ok()) return s;
   if (auto s = CheckRange("overhead_pairs", c.overhead_pairs(), 0, kMaxOverheadPairs); !s.ok()) return s;
   if (c.counter_api() != "auto" && c.counter_api() != "range" && c.counter_api() != "legacy") {
     return absl::InvalidArgumentError(

@@ -43,6 +43,7 @@ inline constexpr int kDefaultGradAccum = 2;
 inline constexpr double kDefaultLearningRate = 1e-5;
 inline constexpr int kDiffusionSteps = 250;  // T
 inline constexpr int kDefaultMetricsTopK = 20;
+inline constexpr int kDefaultMetricsLaunches = 3, kMaxMetricsLaunches = 9;
 inline constexpr int kDefaultOverheadPairs = 3, kMaxOverheadPairs = 50;
 
 // Limits (inclusive).

@@ -62,6 +62,7 @@ absl::StatusOr<CreatedProfiler> CreateProfiler(const BackendChoice& choice, cons
     options.sampling = request.sampling;
     options.metrics = request.metrics;
     options.metrics_top_k = request.metrics_top_k;
+    options.metrics_launches = request.metrics_launches;
     options.overhead_pairs = request.overhead_pairs;
     options.counter_api = request.counter_api;
     auto cupti = CuptiProfiler::Create(options);

@@ -42,6 +42,7 @@ struct ProfilerRequest {
   bool sampling = true;     // PC + PM sampling where counters are permitted
   bool metrics = false;     // the range-profiler metrics layer
   int metrics_top_k = 20;
+  int metrics_launches = 3;  // launches of each top-K kernel profiled; medians stored
   int overhead_pairs = 3;   // trace on/off step pairs measuring the trace overhead
   std::string counter_api = "auto";  // metrics layer: "auto" | "range" | "legacy"
 };

@@ -57,6 +57,7 @@ struct CuptiProfilerOptions {
   uint32_t pc_period_exponent = 17;  // PC sampling every 2^N SM cycles
   bool metrics = false;              // run the metrics layer (range profiler)
   int metrics_top_k = 20;            // kernels the metrics layer profiles
+  int metrics_launches = 3;          // launches of each profiled (median per metric; 1 = the first only)
   int overhead_pairs = 3;            // trace on/off step pairs for the overhead figure (0: not measured)
   std::string counter_api = "auto";  // "auto" (by compute capability) | "range" | "legacy"
 };
@@ -100,8 +101,8 @@ class CuptiProfiler : public Profiler, private OpListener {
   absl::Status RunMetrics(const StepRunner& run, const ProgressFn& progress);
   absl::Status ProfileKernels(const StepRunner& run, const CounterSessionOptions& base,
                               const ResolvedCatalog& catalog, const std::vector<std::string>& targets,
-                              const std::vector<MetricGroup>& groups, const std::set<std::string>& only = {},
-                              size_t max_passes = 0);
+                              const std::vector<MetricGroup>& groups, size_t launches,
+                              const std::set<std::string>& only = {}, size_t max_passes = 0);
   absl::Status ProfilePhases(const StepRunner& run, const CounterSessionOptions& base,
                              const ResolvedCatalog& catalog);
   v1::MetricValues DerivedMetrics() const;

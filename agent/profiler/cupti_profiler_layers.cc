@@ -290,11 +290,16 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
                         CounterApiName(counter_api_), ")"));
   if (!targets.empty()) {
     // Two kernel-replay sessions: the core counters alone (a short configuration, like the one
-    // Nsight Compute programs for them), then stalls, throughputs and the SASS mix.
-    for (const std::vector<MetricGroup>& groups :
-         {std::vector<MetricGroup>{MetricGroup::kCore},
-          std::vector<MetricGroup>{MetricGroup::kStalls, MetricGroup::kThroughput, MetricGroup::kSass}}) {
-      if (absl::Status s = ProfileKernels(run, base, cat, targets, groups); !s.ok()) {
+    // Nsight Compute programs for them) on the same launch in `metrics_launches` steps, median
+    // kept (a short kernel's single replayed launch varied by up to 13 % in duration and 2
+    // points of tensor pipe between runs on the H200); then stalls, throughputs and the SASS mix
+    // (ratios, and the 16-pass session that costs most) on one launch.
+    const size_t launches = static_cast<size_t>(std::max(1, options_.metrics_launches));
+    for (const auto& [groups, n] :
+         {std::pair{std::vector<MetricGroup>{MetricGroup::kCore}, launches},
+          std::pair{std::vector<MetricGroup>{MetricGroup::kStalls, MetricGroup::kThroughput, MetricGroup::kSass},
+                    size_t{1}}}) {
+      if (absl::Status s = ProfileKernels(run, base, cat, targets, groups, n); !s.ok()) {
         if (s.code() == absl::StatusCode::kAborted) return s;  // the workload itself failed
         return finish(s);
       }
@@ -309,9 +314,10 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
     const std::set<std::string> dram = {"dram_throughput_pct", "dram_bytes_read", "dram_bytes_write"};
     std::set<std::string> natural = dram;
     natural.insert({"tensor_pipe_pct", "fma_pipe_pct"});
-    absl::Status s = ProfileKernels(run, base, cat, targets, {MetricGroup::kCore}, natural, /*max_passes=*/1);
+    absl::Status s =
+        ProfileKernels(run, base, cat, targets, {MetricGroup::kCore}, launches, natural, /*max_passes=*/1);
     if (s.code() == absl::StatusCode::kResourceExhausted) {
-      s = ProfileKernels(run, base, cat, targets, {MetricGroup::kCore}, dram);
+      s = ProfileKernels(run, base, cat, targets, {MetricGroup::kCore}, launches, dram);
     }
     if (!s.ok()) {
       if (s.code() == absl::StatusCode::kAborted) return s;
@@ -332,7 +338,7 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
 absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterSessionOptions& base,
                                            const ResolvedCatalog& catalog,
                                            const std::vector<std::string>& targets,
-                                           const std::vector<MetricGroup>& groups,
+                                           const std::vector<MetricGroup>& groups, size_t launches,
                                            const std::set<std::string>& only, size_t max_passes) {
   std::vector<ResolvedMetric> metrics = catalog.InGroups(groups);
   if (!only.empty()) {
@@ -344,23 +350,30 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
   for (const ResolvedMetric& m : metrics) o.metrics.push_back(m.perfworks);
   o.range = CUPTI_AutoRange;
   o.replay = CUPTI_KernelReplay;
-  o.max_ranges = targets.size();
+  o.max_ranges = targets.size() * launches;
   MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CounterSession> target, NewCounterSession(counter_api_, o));
   if (max_passes > 0 && target->passes() > max_passes) {
     return absl::ResourceExhaustedError(absl::StrCat(metrics.size(), " metrics need ", target->passes(),
                                                      " passes, more than ", max_passes));
   }
-  kLog.Info("metrics layer ({}): {} metrics in {} passes per kernel (kernel replay), {} kernels",
-            CounterApiName(counter_api_), metrics.size(), target->passes(), targets.size());
+  kLog.Info("metrics layer ({}): {} metrics in {} passes per kernel (kernel replay), {} kernels x {} launches",
+            CounterApiName(counter_api_), metrics.size(), target->passes(), targets.size(), launches);
 
   // Arm the profiler around the first launch of each target with the kernel's dominant grid
-  // (the launch shape that took most of its time; API enter -> Start, exit -> Stop). Two steps
-  // with the grid required, then one that takes any launch of a kernel still missing.
+  // (the launch shape that took most of its time; API enter -> Start, exit -> Stop), one
+  // launch per kernel per step, in `launches` steps: the same launch of the same problem each
+  // time (one kernel and grid can serve several problem sizes within a step — GroupNorm's
+  // statistics kernel runs 32 blocks at every level), so the median is over repeats, not over
+  // shapes. Up to `launches` + 1 steps with that grid required, then one step that takes any
+  // launch of a kernel still without one; a kernel's later launches must have the grid of its
+  // first profiled launch.
   const std::map<std::string, std::array<int32_t, 3>> grids = kernels_->DominantGrids();
   const std::set<std::string> wanted(targets.begin(), targets.end());
-  std::set<std::string> done;
+  std::map<std::string, std::vector<size_t>> ranges_of;  // kernel -> its range indices
+  size_t complete = 0;                                   // kernels with all their launches
   std::vector<std::pair<std::string, std::array<unsigned, 3>>> order;  // range index -> kernel, grid
   std::unordered_map<std::string, std::string> demangled;
+  std::set<std::string> this_step;  // kernels profiled in the step running now
   bool active = false, any_grid = false;
   std::pair<std::string, std::array<unsigned, 3>> current;
   absl::Status hook_status;
@@ -371,12 +384,16 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
       if (active) return;
       auto [it, fresh] = demangled.try_emplace(e.symbol);
       if (fresh) it->second = KernelAggregator::Demangle(e.symbol);
-      if (!wanted.count(it->second) || done.count(it->second)) return;
-      if (!any_grid) {
+      if (!wanted.count(it->second) || this_step.count(it->second)) return;
+      auto have = ranges_of.find(it->second);
+      const std::array<unsigned, 3> grid = {e.grid[0], e.grid[1], e.grid[2]};
+      if (have != ranges_of.end() && !have->second.empty()) {
+        if (have->second.size() >= launches || order[have->second.front()].second != grid) return;
+      } else if (!any_grid) {
         auto g = grids.find(it->second);
-        if (g != grids.end() && (static_cast<int32_t>(e.grid[0]) != g->second[0] ||
-                                 static_cast<int32_t>(e.grid[1]) != g->second[1] ||
-                                 static_cast<int32_t>(e.grid[2]) != g->second[2])) {
+        if (g != grids.end() && (static_cast<int32_t>(grid[0]) != g->second[0] ||
+                                 static_cast<int32_t>(grid[1]) != g->second[1] ||
+                                 static_cast<int32_t>(grid[2]) != g->second[2])) {
           return;
         }
       }
@@ -385,7 +402,7 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
         return;
       }
       active = true;
-      current = {it->second, {e.grid[0], e.grid[1], e.grid[2]}};
+      current = {it->second, grid};
     } else if (active) {
       auto all = target->Stop();
       active = false;
@@ -393,13 +410,18 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
         hook_status = all.status();
         return;
       }
-      done.insert(current.first);
+      std::vector<size_t>& mine = ranges_of[current.first];
+      this_step.insert(current.first);
+      mine.push_back(order.size());
+      if (mine.size() == launches) ++complete;
       order.push_back(current);
     }
   }));
   absl::Status ran;
-  for (int attempt = 0; attempt < 3 && done.size() < wanted.size() && hook_status.ok(); ++attempt) {
-    any_grid = attempt == 2;
+  const size_t attempts = launches + 2;
+  for (size_t attempt = 0; attempt < attempts && complete < wanted.size() && hook_status.ok(); ++attempt) {
+    any_grid = attempt + 1 == attempts;
+    this_step.clear();
     ExtraStepObserver obs(this);
     ran = run(1, &obs);
     if (!ran.ok()) break;
@@ -410,19 +432,45 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
   size_t dropped = 0;
   MEDPROF_ASSIGN_OR_RETURN(std::vector<RangeValues> ranges, target->Decode(&dropped));
   if (dropped > 0) metrics_notes_.push_back(absl::StrCat(dropped, " kernel ranges dropped by CUPTI"));
-  for (size_t r = 0; r < ranges.size() && r < order.size(); ++r) {
-    std::map<std::string, double>& out = kernel_metrics_[order[r].first];
-    out["launch.grid_x"] = order[r].second[0];
-    out["launch.grid_y"] = order[r].second[1];
-    out["launch.grid_z"] = order[r].second[2];
-    StoreRangeValues(metrics, ranges[r].values, &out);
+  if (ranges.size() < order.size()) {
+    metrics_notes_.push_back(absl::StrCat("CUPTI decoded ", ranges.size(), " of ", order.size(),
+                                          " profiled launches; the rest are missing"));
   }
+  size_t profiled = 0;
   for (const std::string& t : targets) {
-    if (!done.count(t))
+    auto it = ranges_of.find(t);
+    std::vector<std::map<std::string, double>> values;
+    if (it != ranges_of.end()) {
+      for (size_t r : it->second) {
+        if (r >= ranges.size()) continue;
+        StoreRangeValues(metrics, ranges[r].values, &values.emplace_back());
+      }
+    }
+    if (values.empty()) {
       metrics_notes_.push_back(absl::StrCat("kernel not launched in the metrics steps: ", t));
+      continue;
+    }
+    ++profiled;
+    if (values.size() < launches) {
+      metrics_notes_.push_back(absl::StrCat(values.size(), " of ", launches, " launches profiled (",
+                                            absl::StrJoin(groups, ",", [](std::string* o, MetricGroup g) {
+                                              o->append(MetricGroupName(g));
+                                            }),
+                                            "): ", t));
+    }
+    std::map<std::string, double>& out = kernel_metrics_[t];
+    const std::array<unsigned, 3>& grid = order[it->second.front()].second;
+    out["launch.grid_x"] = grid[0];
+    out["launch.grid_y"] = grid[1];
+    out["launch.grid_z"] = grid[2];
+    std::map<std::string, double> combined = MedianOfLaunches(values);
+    // launch.samples describes the core counters (the session with the duration); the stall
+    // session's one launch and the DRAM session leave it as it is.
+    if (!combined.count("duration_ns")) combined.erase("launch.samples");
+    for (const auto& [name, v] : combined) out[name] = v;
   }
-  kLog.Info("metrics layer: {} of {} kernels profiled ({} metrics)", done.size(), targets.size(),
-            metrics.size());
+  kLog.Info("metrics layer: {} of {} kernels profiled ({} metrics, up to {} launches each)", profiled,
+            targets.size(), metrics.size(), launches);
   return absl::OkStatus();
 }
 

@@ -153,6 +153,29 @@ std::vector<std::string> ResolvedCatalog::PerfworksNames(const std::vector<Metri
   return out;
 }
 
+std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::string, double>>& launches) {
+  std::map<std::string, double> out;
+  if (launches.empty()) return out;
+  std::map<std::string, std::vector<double>> by_name;
+  for (const auto& launch : launches) {
+    for (const auto& [name, v] : launch) by_name[name].push_back(v);
+  }
+  for (auto& [name, v] : by_name) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    out[name] = n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
+  out["launch.samples"] = static_cast<double>(launches.size());
+  auto d = by_name.find("duration_ns");
+  if (d != by_name.end() && d->second.size() >= 2 && out["duration_ns"] > 0) {
+    out["launch.duration_spread_pct"] = (d->second.back() - d->second.front()) / out["duration_ns"] * 100.0;
+  }
+  if (out.count("dram_bytes_read") && out.count("dram_bytes_write")) {
+    out["dram_bytes"] = out["dram_bytes_read"] + out["dram_bytes_write"];
+  }
+  return out;
+}
+
 bool SanitizeMetricValue(const ResolvedMetric& m, double* value) {
   if (!std::isfinite(*value)) {
     *value = 0.0;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -66,5 +67,15 @@ ResolvedCatalog ResolveCatalog(const std::vector<MetricEntry>& catalog, const st
 
 // Clamps percentages to [0, 100] (hardware ratios can read 101 %); NaN/inf -> 0 and false.
 bool SanitizeMetricValue(const ResolvedMetric& m, double* value);
+
+// The values of several profiled launches of one kernel (medprof name -> value per launch; the
+// metrics layer profiles the same launch in consecutive steps) combined into one record: per
+// metric, the median over the launches that have it (an even count takes the mean of the
+// middle two), so one launch that ran long — a short kernel's replayed launch varied by 13 %
+// between runs on the H200 — does not decide the figure. Adds
+// "launch.samples" (the number of launches) and, when two or more launches have duration_ns,
+// "launch.duration_spread_pct" = (max - min) / median * 100. dram_bytes is recomputed as the
+// sum of the medians of dram_bytes_read and dram_bytes_write. No launches -> empty.
+std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::string, double>>& launches);
 
 }  // namespace medprof::profiler

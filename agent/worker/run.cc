@@ -184,6 +184,7 @@ int RunWorker(const RunContext& in) {
   request.sampling = c.sampling();
   request.metrics = c.metrics();
   request.metrics_top_k = c.metrics_top_k();
+  request.metrics_launches = c.metrics_launches();
   request.overhead_pairs = c.overhead_pairs();
   request.counter_api = c.counter_api();
   auto created = profiler::CreateProfiler(*choice, probe, request);

@@ -39,7 +39,7 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
   std::string preset, phase, device = "auto", job, out, log_level = "info";
   int volume = 0, depth = 0, height = 0, width = 0, steps = 0, warmup = 0, batch = 0;
   int base_channels = 0, res_blocks = 0, in_channels = 0, out_channels = 0, groups = 0;
-  int grad_accum = 0, sample_steps = 0, threads = 0, result_fd = -1, metrics_top_k = 0;
+  int grad_accum = 0, sample_steps = 0, threads = 0, result_fd = -1, metrics_top_k = 0, metrics_launches = 0;
   double lr = 0;
   uint64_t seed = 0;
   std::vector<int> channel_mult, attention_ds;
@@ -85,6 +85,9 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
   auto* o_threads = app.add_option("--threads", threads, "CPU threads for LibTorch (default 0 = LibTorch's)");
   auto* f_metrics = app.add_flag("--metrics", metrics, "Request the range-profiler metrics layer");
   auto* o_topk = app.add_option("--metrics-top-k", metrics_top_k, "Kernels the metrics layer profiles (default 20)");
+  auto* o_launches = app.add_option("--metrics-launches", metrics_launches,
+                                    "Launches of each of those kernels profiled; the median per metric is stored "
+                                    "(default 3, 1..9)");
   int overhead_pairs = 0;
   bool no_sampling = false, no_trace = false;
   auto* o_pairs = app.add_option("--overhead-pairs", overhead_pairs,
@@ -196,6 +199,7 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
   if (o_threads->count()) c.set_cpu_threads(threads);
   if (f_metrics->count()) c.set_metrics(true);
   if (o_topk->count()) c.set_metrics_top_k(metrics_top_k);
+  if (o_launches->count()) c.set_metrics_launches(metrics_launches);
   if (o_pairs->count()) c.set_overhead_pairs(overhead_pairs);
   if (f_no_sampling->count()) c.set_sampling(false);
   if (f_no_trace->count()) c.set_trace(false);

@@ -5,11 +5,16 @@ Two modes:
   ncu_compare.py regex RUN.jsonl [--top N]
       prints an ncu --kernel-name regex matching the function names of the run's top-N kernels
       by trace time (the kernels to profile with ncu).
-  ncu_compare.py compare RUN.jsonl NCU.csv [--top N]
+  ncu_compare.py compare RUN.jsonl NCU.csv [--top N] [--steps S]
       compares, for the run's top-N kernels, the worker's range-profiler values (scope
-      kernel:<name>, first steady-state launch) with ncu's first launch of the same kernel
-      (ncu --csv --page raw --print-kernel-base demangled), metric by metric. Agreement: within
-      5 % relative, or 2 points for percentages. Exit 0 when every compared value agrees.
+      kernel:<name>: per metric the median over launch.samples steps of the kernel's first launch
+      with its dominant grid; 1 step when the run does not say) with ncu's values for the same
+      kernel and grid (ncu --csv --page raw --print-kernel-base demangled over S measured steps of
+      the worker): the median over the same launch in as many of ncu's steps, metric by metric.
+      A kernel and grid can serve several problem sizes in one step (GroupNorm's statistics
+      kernel: 32 blocks at every level), so the launch is matched by position in its step, never
+      pooled. Agreement: within 5 % relative, or 2 points for percentages. Exit 0 when every
+      compared value agrees.
 
 RUN.jsonl is `medprof-worker --decode run.pb`.
 """
@@ -18,6 +23,7 @@ import csv
 import io
 import json
 import re
+import statistics
 import sys
 
 # medprof name -> (Perfworks metric as ncu names it, is a percentage)
@@ -103,12 +109,10 @@ def load_ncu(path):
         raise SystemExit(f"{path}: no ncu rows (is it ncu --csv --page raw output?)")
     header, units, data = rows[0], rows[1], rows[2:]
     idx = {h: i for i, h in enumerate(header)}
-    first = {}  # (name key, grid) -> values of the first such launch; (name key, None) -> first launch
+    launches = {}  # (name key, grid) -> values of each such launch, in order; (name key, None) -> any grid
     for r in data:
         key = norm(r[idx["Kernel Name"]])
         grid = tuple(int(x) for x in re.findall(r"\d+", r[idx["Grid Size"]])) if "Grid Size" in idx else None
-        if (key, grid) in first:
-            continue
         vals = {}
         for mname, (pw, _) in METRICS.items():
             if pw in idx:
@@ -117,9 +121,28 @@ def load_ncu(path):
                     vals[mname] = float(raw) * UNIT.get(units[idx[pw]], 1.0)
                 except ValueError:
                     pass
-        first[(key, grid)] = vals
-        first.setdefault((key, None), vals)
-    return first
+        launches.setdefault((key, grid), []).append(vals)
+        launches.setdefault((key, None), []).append(vals)
+    return launches
+
+
+def first_per_step(launches, steps):
+    """The first launch of each of `steps` steps that ran the same launches in the same order;
+    just the first launch when the count does not split evenly into steps."""
+    if steps <= 1 or len(launches) % steps:
+        return launches[:1]
+    per = len(launches) // steps
+    return launches[::per]
+
+
+def median_of(launches):
+    """Per metric, the median over the launches that have it."""
+    out = {}
+    for m in METRICS:
+        v = [l[m] for l in launches if m in l]
+        if v:
+            out[m] = statistics.median(v)
+    return out
 
 
 def main():
@@ -128,6 +151,7 @@ def main():
     ap.add_argument("run")
     ap.add_argument("ncu", nargs="?")
     ap.add_argument("--top", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=1, help="measured steps of the worker ncu profiled")
     a = ap.parse_args()
     if a.mode == "metrics":
         print(",".join(pw for pw, _ in METRICS.values()))
@@ -143,8 +167,8 @@ def main():
         ncu = {}
         for n, vals in other.items():
             grid = tuple(int(vals[f"launch.grid_{x}"]) for x in "xyz") if "launch.grid_x" in vals else None
-            ncu[(norm(n), grid)] = vals
-            ncu.setdefault((norm(n), None), vals)
+            ncu[(norm(n), grid)] = [vals]
+            ncu.setdefault((norm(n), None), [vals])
     else:
         ncu = load_ncu(a.ncu)
     worst, compared, failed = 0.0, 0, 0
@@ -161,6 +185,12 @@ def main():
             print(f"{short:60s} MISSING in {'medprof' if mine is None else 'ncu'}")
             failed += 1
             continue
+        n = max(1, int(mine.get("launch.samples", 1)))
+        firsts = first_per_step(theirs, a.steps if a.mode == "compare" else 1)
+        if len(firsts) < n:
+            print(f"{short:60s} {other_name}: {len(firsts)} step(s) of this launch "
+                  f"({len(theirs)} launches with this grid over --steps {a.steps}), medprof {n}")
+        theirs = median_of(firsts[:n])
         for m, (_, pct) in METRICS.items():
             if m not in mine or m not in theirs:
                 print(f"{short:60s} {m:24s} missing {'medprof' if m not in mine else 'ncu'}")
@@ -176,7 +206,8 @@ def main():
             compared += 1
             failed += 0 if ok else 1
             print(f"{short:60s} {m:24s} {x:14.4g} {y:14.4g} {shown:>9s}  {'yes' if ok else 'NO'}")
-    print(f"\ncompared {compared} values over {len(top)} kernels: {compared - failed if failed <= compared else 0} agree, {failed} disagree or missing")
+    print(f"\nmedians over the steps each side profiled the launch in (medprof's launch.samples per kernel)")
+    print(f"compared {compared} values over {len(top)} kernels: {compared - failed if failed <= compared else 0} agree, {failed} disagree or missing")
     return 0 if failed == 0 else 1
 
 

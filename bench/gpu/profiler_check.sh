@@ -7,8 +7,9 @@
 #   char      one preset (CHAR_PRESET, default opt1) at 128^3 with --metrics: the whole metric set
 #             on the top-20 kernels + phase ranges, worker wall time to its last record
 #   ncu       opt1 forward at 128^3 with --metrics, then Nsight Compute (--clock-control none)
-#             on the run's top-10 kernels in one measured step of the same worker with --no-trace;
-#             bench/gpu/ncu_compare.py compares them (5 % / 2 points)
+#             on the run's top-10 kernels in NCU_STEPS (default 3, the worker's --metrics-launches)
+#             measured steps of the same worker with --no-trace; bench/gpu/ncu_compare.py compares
+#             the medians of each kernel's launch over those steps (5 % / 2 points)
 #   study     baseline, opt1, opt2, opt12 train at 128^3 with --metrics: phase totals
 #   legacy    opt1 forward at 128^3 with --metrics through the legacy Profiling API (the V100 path,
 #             also served on Hopper) compared with the range profiler's run of stage ncu
@@ -78,18 +79,21 @@ if has ncu; then
     --metrics-top-k 10 --overhead-pairs 0
   regex=$(python3 bench/gpu/ncu_compare.py regex "$out/ncu-medprof.jsonl" --top 10)
   metrics=$(python3 bench/gpu/ncu_compare.py metrics "$out/ncu-medprof.jsonl")
-  say "ncu kernels: $regex"
+  # As many measured steps as the worker's metrics layer profiles each kernel's launch in
+  # (--metrics-launches, default 3): both sides then take the median of the same launch over steps.
+  ncu_steps=${NCU_STEPS:-3}
+  say "ncu kernels: $regex ($ncu_steps steps)"
   t0=$(date +%s)
   ncu --clock-control none --cache-control "${NCU_CACHE:-none}" --csv --page raw --print-kernel-base demangled \
     --nvtx --nvtx-include "medprof_measured_step/" --kernel-name "$regex" --metrics "$metrics" \
     --log-file "$out/ncu.log" \
-    "$worker" --preset opt1 --phase forward --volume 128 --steps 1 --warmup 2 --no-trace --no-sampling \
+    "$worker" --preset opt1 --phase forward --volume 128 --steps "$ncu_steps" --warmup 2 --no-trace --no-sampling \
       --overhead-pairs 0 --out "$out/ncu-worker.pb" >"$out/ncu.csv" 2>"$out/ncu-worker.log"
   rc=$?
   # Some ncu versions write the CSV report into --log-file instead of stdout.
   if ! grep -q '^"' "$out/ncu.csv"; then grep '^"' "$out/ncu.log" >"$out/ncu.csv"; fi
   say "ncu: exit $rc, $(( $(date +%s) - t0 )) s, $(grep -c '^"' "$out/ncu.csv") csv lines"
-  python3 bench/gpu/ncu_compare.py compare "$out/ncu-medprof.jsonl" "$out/ncu.csv" --top 10 | tee "$out/ncu-compare.txt" | tail -3 | tee -a "$summary"
+  python3 bench/gpu/ncu_compare.py compare "$out/ncu-medprof.jsonl" "$out/ncu.csv" --top 10 --steps "$ncu_steps" | tee "$out/ncu-compare.txt" | tail -3 | tee -a "$summary"
 fi
 if has study; then
   for p in ${STUDY_PRESETS:-baseline opt1 opt2 opt12}; do

@@ -69,7 +69,7 @@ TEST(CliSubmit, EveryFlagReachesItsField) {
        "--channels-last", "--bf16", "--no-fused", "--device", "cpu", "--max-attempts", "2",
        "--timeout-s", "600", "--name", "tf32 study", "--attention-ds", "2", "--in-channels", "3",
        "--out-channels", "1", "--learning-rate", "0.001", "--cpu-threads", "4", "--metrics",
-       "--metrics-top-k", "5", "--wait", "--format", "json"}));
+       "--metrics-top-k", "5", "--metrics-launches", "1", "--wait", "--format", "json"}));
   const v1::SubmitStudyRequest& r = s.request;
   const v1::WorkloadConfig& c = r.config();
   EXPECT_THAT(r.presets(), ElementsAre("opt2", "opt12"));
@@ -110,6 +110,7 @@ TEST(CliSubmit, EveryFlagReachesItsField) {
   EXPECT_EQ(c.cpu_threads(), 4);
   EXPECT_TRUE(c.metrics());
   EXPECT_EQ(c.metrics_top_k(), 5);
+  EXPECT_EQ(c.metrics_launches(), 1);
   EXPECT_EQ(c.preset(), "");  // the preset travels in `presets`, never in the shared config
   EXPECT_TRUE(s.wait);
   EXPECT_EQ(s.format, OutputFormat::kJson);
@@ -126,6 +127,8 @@ TEST(CliSubmit, ThreadsIsTheWorkersNameForCpuThreads) {
   EXPECT_EQ(s.request.config().cpu_threads(), 1);
   EXPECT_THAT(UsageError({"submit", "--presets", "baseline", "--threads", "2000"}),
               StatusIs(absl::StatusCode::kInvalidArgument, "--cpu-threads: 2000 is out of range (allowed 0..1024)"));
+  EXPECT_THAT(UsageError({"submit", "--presets", "baseline", "--metrics-launches", "10"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--metrics-launches: 10 is out of range (allowed 1..9)"));
 }
 
 TEST(CliSubmit, DeviceAutoIsUnspecified) {

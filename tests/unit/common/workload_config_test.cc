@@ -52,6 +52,12 @@ TEST(WorkloadConfigTest, RefusalsNameFieldAndRange) {
   EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument,
                                     AllOf(HasSubstr("preset: unknown preset 'opt7'"), HasSubstr("opt12"))));
   c = Defaults();
+  EXPECT_EQ(c.metrics_launches(), 3);
+  c.set_metrics_launches(0);
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument, "metrics_launches: 0 is out of range (allowed 1..9)"));
+  c.set_metrics_launches(9);
+  EXPECT_THAT(Validate(c), IsOk());
+  c = Defaults();
   c.set_volume(24);  // not a multiple of 16 with five levels
   EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("multiple of 16")));
 }

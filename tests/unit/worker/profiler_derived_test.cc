@@ -64,6 +64,35 @@ TEST(MetricCatalog, PercentagesAreClampedAndNonFiniteValuesRejected) {
   EXPECT_DOUBLE_EQ(v, 0.0);
 }
 
+TEST(MetricCatalog, MedianOfLaunchesKeepsTheMiddleLaunchPerMetricAndSaysHowManyAndHowFarApart) {
+  EXPECT_TRUE(MedianOfLaunches({}).empty());
+  // Three steps of one 58 us convolution launch as the H200 replayed them: the second ran 13 %
+  // long (2026-12-03, call 5), the third read 2 points less tensor pipe (call 4).
+  const std::map<std::string, double> a = {{"duration_ns", 50800}, {"tensor_pipe_pct", 77.4},
+                                            {"dram_bytes_read", 100}, {"dram_bytes_write", 40}};
+  const std::map<std::string, double> b = {{"duration_ns", 57200}, {"tensor_pipe_pct", 77.5},
+                                            {"dram_bytes_read", 300}, {"dram_bytes_write", 10}};
+  const std::map<std::string, double> c = {{"duration_ns", 50900}, {"tensor_pipe_pct", 75.4},
+                                            {"dram_bytes_read", 200}, {"dram_bytes_write", 5},
+                                            {"l2_hit_pct", 80}};
+  const std::map<std::string, double> m = MedianOfLaunches({a, b, c});
+  EXPECT_DOUBLE_EQ(m.at("duration_ns"), 50900);
+  EXPECT_DOUBLE_EQ(m.at("tensor_pipe_pct"), 77.4);
+  EXPECT_DOUBLE_EQ(m.at("l2_hit_pct"), 80);  // from the one launch that has it
+  EXPECT_DOUBLE_EQ(m.at("launch.samples"), 3);
+  EXPECT_NEAR(m.at("launch.duration_spread_pct"), (57200.0 - 50800.0) / 50900.0 * 100.0, 1e-9);
+  // The bytes stay consistent: the sum of the two medians, not the median of the sums.
+  EXPECT_DOUBLE_EQ(m.at("dram_bytes"), 200 + 10);  // the median of the sums would be 205
+  // An even count takes the mean of the middle two; one launch has no spread.
+  const std::map<std::string, double> two = MedianOfLaunches({a, b});
+  EXPECT_DOUBLE_EQ(two.at("duration_ns"), (50800 + 57200) / 2.0);
+  EXPECT_DOUBLE_EQ(two.at("launch.samples"), 2);
+  const std::map<std::string, double> one = MedianOfLaunches({c});
+  EXPECT_DOUBLE_EQ(one.at("duration_ns"), 50900);
+  EXPECT_EQ(one.count("launch.duration_spread_pct"), 0u);
+  EXPECT_DOUBLE_EQ(one.at("launch.samples"), 1);
+}
+
 TEST(StallSamples, PoolsIssuedAndNotIssuedSamplesPerReason) {
   EXPECT_EQ(NormalizeStallReason("smsp__pcsamp_warps_issue_stalled_long_scoreboard"), "long_scoreboard");
   EXPECT_EQ(NormalizeStallReason("smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued"),

@@ -99,10 +99,11 @@ TEST(ParseArgsTest, DescribeVersionAndHelpNeedNoChannel) {
 
 TEST(ParseArgsTest, ProfilerLayerFlags) {
   MEDPROF_ASSERT_OK_AND_ASSIGN(
-      WorkerArgs a, ParseArgs({"--preset", "opt1", "--metrics", "--metrics-top-k", "12", "--overhead-pairs", "5",
+      WorkerArgs a, ParseArgs({"--preset", "opt1", "--metrics", "--metrics-top-k", "12", "--metrics-launches", "5", "--overhead-pairs", "5",
                                "--no-sampling", "--out", "r.pb"}));
   EXPECT_TRUE(a.config.metrics());
   EXPECT_EQ(a.config.metrics_top_k(), 12);
+  EXPECT_EQ(a.config.metrics_launches(), 5);
   EXPECT_EQ(a.config.overhead_pairs(), 5);
   EXPECT_TRUE(a.config.has_sampling());
   EXPECT_FALSE(a.config.sampling());
