@@ -45,10 +45,10 @@ absl::StatusOr<std::string> DescribeJson(const v1::WorkloadConfig& effective) {
     for (const meddpm::fused::KernelInfo& k : meddpm::fused::Kernels()) {
       kernels.push_back({{"name", k.name}, {"role", k.role}});
     }
-    j["fused_group_norm"] = {{"requested", flags.fused},
-                             {"compiled", meddpm::fused::Compiled()},
-                             {"unavailable_reason", meddpm::fused::NotCompiledReason()},
-                             {"kernels", kernels}};
+    j["fused_kernels"] = {{"requested", flags.fused},
+                          {"compiled", meddpm::fused::Compiled()},
+                          {"unavailable_reason", meddpm::fused::NotCompiledReason()},
+                          {"kernels", kernels}};
   }
   j["estimated_peak_memory_bytes"] = peak;
   j["estimated_peak_memory_gib"] = static_cast<double>(peak) / (1024.0 * 1024.0 * 1024.0);

@@ -39,7 +39,7 @@ if has build; then
   say "build: exit $b, $(( $(date +%s) - t0 )) s"
   [ $b = 0 ] || { tail -40 "$res/build.log"; rc=1; }
   "$build/bin/medprof-worker" --preset opt3 --describe >"$res/describe-opt3.json" 2>&1
-  say "describe opt3: $(python3 -c "import json;j=json.load(open('$res/describe-opt3.json'))['fused_group_norm'];print('compiled', j['compiled'], j['unavailable_reason'])" 2>&1)"
+  say "describe opt3: $(python3 -c "import json;j=json.load(open('$res/describe-opt3.json'))['fused_kernels'];print('compiled', j['compiled'], j['unavailable_reason'])" 2>&1)"
 fi
 
 if has test && [ $rc = 0 ]; then

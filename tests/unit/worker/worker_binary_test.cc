@@ -211,7 +211,7 @@ TEST(WorkerBinaryTest, DescribeOpt3ListsTheFusedKernels) {
   EXPECT_EQ(j["flags"]["fused"], true);
   EXPECT_EQ(j["flags"]["channels_last"], true);
   EXPECT_EQ(j["flags"]["bf16"], true);
-  const nlohmann::json& f = j["fused_group_norm"];
+  const nlohmann::json& f = j["fused_kernels"];
   EXPECT_EQ(f["requested"], true);
   // 8 GroupNorm kernels, then the upsample's 2 and the head conv backward's 3.
   ASSERT_EQ(f["kernels"].size(), 13u);
@@ -230,7 +230,7 @@ TEST(WorkerBinaryTest, DescribeOpt3ListsTheFusedKernels) {
   // baseline does not ask for them but still lists them.
   const Result b = RunBinary({"--preset", "baseline", "--describe"}, "describebase");
   ASSERT_EQ(b.exit_code, 0) << b.err;
-  EXPECT_EQ(nlohmann::json::parse(b.out)["fused_group_norm"]["requested"], false);
+  EXPECT_EQ(nlohmann::json::parse(b.out)["fused_kernels"]["requested"], false);
 }
 
 TEST(DescribeJsonTest, TinyModelCountsItsOwnParameters) {
