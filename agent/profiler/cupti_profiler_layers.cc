@@ -16,6 +16,7 @@
 #include "agent/profiler/cupti_callbacks.h"
 #include "agent/profiler/cupti_profiler.h"
 #include "agent/profiler/findings.h"
+#include "agent/profiler/launch_picker.h"
 #include "agent/profiler/pm_sampler.h"
 #include "agent/profiler/range_profiler.h"
 #include "common/clock.h"
@@ -359,23 +360,13 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
   kLog.Info("metrics layer ({}): {} metrics in {} passes per kernel (kernel replay), {} kernels x {} launches",
             CounterApiName(counter_api_), metrics.size(), target->passes(), targets.size(), launches);
 
-  // Arm the profiler around the first launch of each target with the kernel's dominant grid
-  // (the launch shape that took most of its time; API enter -> Start, exit -> Stop), one
-  // launch per kernel per step, in `launches` steps: the same launch of the same problem each
-  // time (one kernel and grid can serve several problem sizes within a step — GroupNorm's
-  // statistics kernel runs 32 blocks at every level), so the median is over repeats, not over
-  // shapes. Up to `launches` + 1 steps with that grid required, then one step that takes any
-  // launch of a kernel still without one; a kernel's later launches must have the grid of its
-  // first profiled launch.
-  const std::map<std::string, std::array<int32_t, 3>> grids = kernels_->DominantGrids();
-  const std::set<std::string> wanted(targets.begin(), targets.end());
-  std::map<std::string, std::vector<size_t>> ranges_of;  // kernel -> its range indices
-  size_t complete = 0;                                   // kernels with all their launches
-  std::vector<std::pair<std::string, std::array<unsigned, 3>>> order;  // range index -> kernel, grid
+  // Which launches: LaunchPicker (the first launch with the dominant grid of each target, one
+  // per kernel per step, in `launches` steps, then one any-grid step). API enter -> Start,
+  // exit -> Stop.
+  LaunchPicker picker(targets, kernels_->DominantGrids(), launches);
   std::unordered_map<std::string, std::string> demangled;
-  std::set<std::string> this_step;  // kernels profiled in the step running now
-  bool active = false, any_grid = false;
-  std::pair<std::string, std::array<unsigned, 3>> current;
+  bool active = false;
+  std::pair<std::string, LaunchPicker::Grid> current;
   absl::Status hook_status;
   MEDPROF_ASSIGN_OR_RETURN(CuptiCallbacks * callbacks, CuptiCallbacks::Install());
   MEDPROF_RETURN_IF_ERROR(callbacks->SetLaunchHook([&](const LaunchEvent& e) {
@@ -384,19 +375,8 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
       if (active) return;
       auto [it, fresh] = demangled.try_emplace(e.symbol);
       if (fresh) it->second = KernelAggregator::Demangle(e.symbol);
-      if (!wanted.count(it->second) || this_step.count(it->second)) return;
-      auto have = ranges_of.find(it->second);
-      const std::array<unsigned, 3> grid = {e.grid[0], e.grid[1], e.grid[2]};
-      if (have != ranges_of.end() && !have->second.empty()) {
-        if (have->second.size() >= launches || order[have->second.front()].second != grid) return;
-      } else if (!any_grid) {
-        auto g = grids.find(it->second);
-        if (g != grids.end() && (static_cast<int32_t>(grid[0]) != g->second[0] ||
-                                 static_cast<int32_t>(grid[1]) != g->second[1] ||
-                                 static_cast<int32_t>(grid[2]) != g->second[2])) {
-          return;
-        }
-      }
+      const LaunchPicker::Grid grid = {e.grid[0], e.grid[1], e.grid[2]};
+      if (!picker.Want(it->second, grid)) return;
       if (absl::Status s = target->Start(); !s.ok()) {
         hook_status = s;
         return;
@@ -410,18 +390,12 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
         hook_status = all.status();
         return;
       }
-      std::vector<size_t>& mine = ranges_of[current.first];
-      this_step.insert(current.first);
-      mine.push_back(order.size());
-      if (mine.size() == launches) ++complete;
-      order.push_back(current);
+      picker.Profiled(current.first, current.second);
     }
   }));
   absl::Status ran;
-  const size_t attempts = launches + 2;
-  for (size_t attempt = 0; attempt < attempts && complete < wanted.size() && hook_status.ok(); ++attempt) {
-    any_grid = attempt + 1 == attempts;
-    this_step.clear();
+  for (size_t step = 0; step < picker.Steps() && !picker.Complete() && hook_status.ok(); ++step) {
+    picker.BeginStep(step);
     ExtraStepObserver obs(this);
     ran = run(1, &obs);
     if (!ran.ok()) break;
@@ -432,15 +406,16 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
   size_t dropped = 0;
   MEDPROF_ASSIGN_OR_RETURN(std::vector<RangeValues> ranges, target->Decode(&dropped));
   if (dropped > 0) metrics_notes_.push_back(absl::StrCat(dropped, " kernel ranges dropped by CUPTI"));
+  const auto& order = picker.Order();
   if (ranges.size() < order.size()) {
     metrics_notes_.push_back(absl::StrCat("CUPTI decoded ", ranges.size(), " of ", order.size(),
                                           " profiled launches; the rest are missing"));
   }
   size_t profiled = 0;
   for (const std::string& t : targets) {
-    auto it = ranges_of.find(t);
+    auto it = picker.RangesOf().find(t);
     std::vector<std::map<std::string, double>> values;
-    if (it != ranges_of.end()) {
+    if (it != picker.RangesOf().end()) {
       for (size_t r : it->second) {
         if (r >= ranges.size()) continue;
         StoreRangeValues(metrics, ranges[r].values, &values.emplace_back());
@@ -459,7 +434,7 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
                                             "): ", t));
     }
     std::map<std::string, double>& out = kernel_metrics_[t];
-    const std::array<unsigned, 3>& grid = order[it->second.front()].second;
+    const LaunchPicker::Grid& grid = order[it->second.front()].second;
     out["launch.grid_x"] = grid[0];
     out["launch.grid_y"] = grid[1];
     out["launch.grid_z"] = grid[2];
