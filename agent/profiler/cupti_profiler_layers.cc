@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/profiler/counter_session.h"
 #include "agent/profiler/cuda_call.h"
@@ -442,6 +443,18 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
     // launch.samples describes the core counters (the session with the duration); the stall
     // session's one launch and the DRAM session leave it as it is.
     if (!combined.count("duration_ns")) combined.erase("launch.samples");
+    if (auto spread = combined.find("launch.duration_spread_pct"); spread != combined.end()) {
+      // Each replayed launch's duration: in the log whenever they differ by more than 5 %.
+      const std::string each = absl::StrJoin(values, " / ", [](std::string* o, const std::map<std::string, double>& v) {
+        auto d = v.find("duration_ns");
+        o->append(d == v.end() ? "-" : absl::StrFormat("%.1f", d->second / 1e3));
+      });
+      if (spread->second > 5.0) {
+        kLog.Info("metrics layer: {}: replayed durations {} us, spread {:.1f} %, median kept", t, each, spread->second);
+      } else {
+        kLog.Debug("metrics layer: {}: replayed durations {} us", t, each);
+      }
+    }
     for (const auto& [name, v] : combined) out[name] = v;
   }
   kLog.Info("metrics layer: {} of {} kernels profiled ({} metrics, up to {} launches each)", profiled,
