@@ -99,10 +99,11 @@ class CuptiProfiler : public Profiler, private OpListener {
   absl::Status MeasureTraceOverhead(const StepRunner& run, const ProgressFn& progress);
   absl::Status RunPmWindow(const StepRunner& run, const ProgressFn& progress);
   absl::Status RunMetrics(const StepRunner& run, const ProgressFn& progress);
+  // One kernel-replay session: `metrics` on `launches` steps' launch of each target (medians
+  // kept). max_passes > 0: refused with ResourceExhausted when the configuration needs more.
   absl::Status ProfileKernels(const StepRunner& run, const CounterSessionOptions& base,
-                              const ResolvedCatalog& catalog, const std::vector<std::string>& targets,
-                              const std::vector<MetricGroup>& groups, size_t launches,
-                              const std::set<std::string>& only = {}, size_t max_passes = 0);
+                              const std::vector<std::string>& targets, const std::vector<ResolvedMetric>& metrics,
+                              const std::string& label, size_t launches, size_t max_passes = 0);
   absl::Status ProfilePhases(const StepRunner& run, const CounterSessionOptions& base,
                              const ResolvedCatalog& catalog);
   v1::MetricValues DerivedMetrics() const;

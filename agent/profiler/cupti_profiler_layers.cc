@@ -300,39 +300,53 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
            absl::StrCat("metrics layer: ", targets.size(), " kernels on ", *chip, " (",
                         CounterApiName(counter_api_), ")"));
   if (!targets.empty()) {
-    // Two kernel-replay sessions: the core counters alone (a short configuration, like the one
-    // Nsight Compute programs for them) on the same launch in `metrics_launches` steps, median
-    // kept (a short kernel's single replayed launch varied by up to 13 % in duration and 2
-    // points of tensor pipe between runs on the H200); then stalls, throughputs and the SASS mix
-    // (ratios, and the 16-pass session that costs most) on one launch.
+    // The core counters on the same launch in `metrics_launches` steps, medians kept (one
+    // replayed launch of a 58 us convolution read 3-13 % long, or 2 points low on the tensor
+    // pipe, in single-launch runs on the H200). Every core metric the chip can count in one pass
+    // is measured in one-pass sessions (GH100: 24 of the 25 in 6 sessions), so each value comes
+    // from one execution of the kernel as the application ran it — never stitched from passes of
+    // different replays, and with no memory restore before it (under 6-pass replay the same
+    // kernel's DRAM throughput read 8.1-8.6 % against Nsight Compute's 5.5 %; 6.5 % in one pass).
+    // The rest (GH100: the L2 hit rate, 2 passes alone) in one replay session; then stalls,
+    // throughputs and the SASS mix (ratios; the 16-pass session that costs most) on one launch.
     const size_t launches = static_cast<size_t>(std::max(1, options_.metrics_launches));
-    for (const auto& [groups, n] :
-         {std::pair{std::vector<MetricGroup>{MetricGroup::kCore}, launches},
-          std::pair{std::vector<MetricGroup>{MetricGroup::kStalls, MetricGroup::kThroughput, MetricGroup::kSass},
-                    size_t{1}}}) {
-      if (absl::Status s = ProfileKernels(run, base, cat, targets, groups, n); !s.ok()) {
-        if (s.code() == absl::StatusCode::kAborted) return s;  // the workload itself failed
-        return finish(s);
+    const SinglePassPlan plan = PackSinglePass(
+        cat.InGroups({MetricGroup::kCore}), [&](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
+          MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> config, (*host)->NewConfig(perfworks));
+          return config->passes();
+        });
+    kLog.Info("metrics layer: core counters in {} one-pass sessions, {} replayed", plan.groups.size(),
+              plan.rest.size());
+    std::vector<ResolvedMetric> replayed = plan.rest;
+    auto failed = [&](const absl::Status& s) {
+      // The workload itself failed (Aborted) ends the run; a profiler error ends the layer.
+      return s.code() == absl::StatusCode::kAborted ? s : finish(s);
+    };
+    for (size_t g = 0; g < plan.groups.size(); ++g) {
+      const absl::Status s = ProfileKernels(run, base, targets, plan.groups[g],
+                                            absl::StrCat("core, one pass ", g + 1, "/", plan.groups.size()),
+                                            launches, /*max_passes=*/1);
+      if (s.code() == absl::StatusCode::kResourceExhausted) {  // the device disagrees with the host's count
+        kLog.Warn("metrics layer: {}; these metrics are replayed instead", std::string(s.message()));
+        replayed.insert(replayed.end(), plan.groups[g].begin(), plan.groups[g].end());
+        continue;
       }
+      if (!s.ok()) return failed(s);
     }
-    // DRAM traffic once more, in a session of its own that needs a single pass: the kernel runs
-    // once, as the application ran it, with no replay. Under kernel replay CUPTI restores the
-    // kernel's memory before each later pass, leaving L2 in a state the application never
-    // sees; a short kernel's little DRAM traffic depends on it (H200: 8.1-8.6 % vs Nsight
-    // Compute's 5.5 % on a 58 us convolution). These values replace the replayed ones.
-    // The pipe utilizations (active cycles over the elapsed cycles of a short kernel) join them
-    // when the chip can count all of them in that one pass.
-    const std::set<std::string> dram = {"dram_throughput_pct", "dram_bytes_read", "dram_bytes_write"};
-    std::set<std::string> natural = dram;
-    natural.insert({"tensor_pipe_pct", "fma_pipe_pct"});
-    absl::Status s =
-        ProfileKernels(run, base, cat, targets, {MetricGroup::kCore}, launches, natural, /*max_passes=*/1);
-    if (s.code() == absl::StatusCode::kResourceExhausted) {
-      s = ProfileKernels(run, base, cat, targets, {MetricGroup::kCore}, launches, dram);
+    if (!replayed.empty()) {
+      if (absl::Status s = ProfileKernels(run, base, targets, replayed, "core, replayed", launches); !s.ok())
+        return failed(s);
     }
-    if (!s.ok()) {
-      if (s.code() == absl::StatusCode::kAborted) return s;
-      return finish(s);
+    if (absl::Status s = ProfileKernels(
+            run, base, targets, cat.InGroups({MetricGroup::kStalls, MetricGroup::kThroughput, MetricGroup::kSass}),
+            "stalls, throughput, sass", 1);
+        !s.ok()) {
+      return failed(s);
+    }
+    // DRAM bytes as the sum of the stored read and write medians, whichever sessions they came from.
+    for (auto& [kernel, values] : kernel_metrics_) {
+      if (values.count("dram_bytes_read") && values.count("dram_bytes_write"))
+        values["dram_bytes"] = values["dram_bytes_read"] + values["dram_bytes_write"];
     }
   }
   progress("metrics", 1, 2, "metrics layer: phase ranges");
@@ -347,15 +361,10 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
 }
 
 absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterSessionOptions& base,
-                                           const ResolvedCatalog& catalog,
                                            const std::vector<std::string>& targets,
-                                           const std::vector<MetricGroup>& groups, size_t launches,
-                                           const std::set<std::string>& only, size_t max_passes) {
-  std::vector<ResolvedMetric> metrics = catalog.InGroups(groups);
-  if (!only.empty()) {
-    std::erase_if(metrics, [&](const ResolvedMetric& m) { return !only.count(m.name); });
-    if (metrics.empty()) return absl::OkStatus();  // none of them valid on this chip (recorded as dropped)
-  }
+                                           const std::vector<ResolvedMetric>& metrics, const std::string& label,
+                                           size_t launches, size_t max_passes) {
+  if (metrics.empty()) return absl::OkStatus();  // none of them valid on this chip (recorded as dropped)
   CounterSessionOptions o = base;
   o.metrics.clear();
   for (const ResolvedMetric& m : metrics) o.metrics.push_back(m.perfworks);
@@ -367,8 +376,8 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
     return absl::ResourceExhaustedError(absl::StrCat(metrics.size(), " metrics need ", target->passes(),
                                                      " passes, more than ", max_passes));
   }
-  kLog.Info("metrics layer ({}): {} metrics in {} passes per kernel (kernel replay), {} kernels x {} launches",
-            CounterApiName(counter_api_), metrics.size(), target->passes(), targets.size(), launches);
+  kLog.Info("metrics layer ({}, {}): {} metrics in {} passes per kernel (kernel replay), {} kernels x {} launches",
+            CounterApiName(counter_api_), label, metrics.size(), target->passes(), targets.size(), launches);
 
   // Which launches: LaunchPicker (the first launch with the dominant grid of each target, one
   // per kernel per step, in `launches` steps, then one any-grid step). API enter -> Start,
@@ -437,11 +446,7 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
     }
     ++profiled;
     if (values.size() < launches) {
-      metrics_notes_.push_back(absl::StrCat(values.size(), " of ", launches, " launches profiled (",
-                                            absl::StrJoin(groups, ",", [](std::string* o, MetricGroup g) {
-                                              o->append(MetricGroupName(g));
-                                            }),
-                                            "): ", t));
+      metrics_notes_.push_back(absl::StrCat(values.size(), " of ", launches, " launches profiled (", label, "): ", t));
     }
     std::map<std::string, double>& out = kernel_metrics_[t];
     const LaunchPicker::Grid& grid = order[it->second.front()].second;
@@ -449,8 +454,8 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
     out["launch.grid_y"] = grid[1];
     out["launch.grid_z"] = grid[2];
     std::map<std::string, double> combined = MedianOfLaunches(values);
-    // launch.samples describes the core counters (the session with the duration); the stall
-    // session's one launch and the DRAM session leave it as it is.
+    // launch.samples describes the core counters (the session with the duration); the other
+    // sessions leave it as it is.
     if (!combined.count("duration_ns")) combined.erase("launch.samples");
     if (auto spread = combined.find("launch.duration_spread_pct"); spread != combined.end()) {
       // Each replayed launch's duration: in the log whenever they differ by more than 5 %.
@@ -466,7 +471,7 @@ absl::Status CuptiProfiler::ProfileKernels(const StepRunner& run, const CounterS
     }
     for (const auto& [name, v] : combined) out[name] = v;
   }
-  kLog.Info("metrics layer: {} of {} kernels profiled ({} metrics, up to {} launches each)", profiled,
+  kLog.Info("metrics layer ({}): {} of {} kernels profiled ({} metrics, up to {} launches each)", label, profiled,
             targets.size(), metrics.size(), launches);
   return absl::OkStatus();
 }

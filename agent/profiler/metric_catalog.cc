@@ -176,6 +176,33 @@ std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::s
   return out;
 }
 
+SinglePassPlan PackSinglePass(const std::vector<ResolvedMetric>& metrics, const PassCounter& passes) {
+  auto one_pass = [&](const std::vector<ResolvedMetric>& group) {
+    std::vector<std::string> names;
+    for (const ResolvedMetric& m : group) names.push_back(m.perfworks);
+    const absl::StatusOr<size_t> n = passes(names);
+    return n.ok() && *n == 1;
+  };
+  SinglePassPlan plan;
+  for (const ResolvedMetric& m : metrics) {
+    if (!one_pass({m})) {
+      plan.rest.push_back(m);
+      continue;
+    }
+    bool placed = false;
+    for (std::vector<ResolvedMetric>& group : plan.groups) {
+      group.push_back(m);
+      if (one_pass(group)) {
+        placed = true;
+        break;
+      }
+      group.pop_back();
+    }
+    if (!placed) plan.groups.push_back({m});
+  }
+  return plan;
+}
+
 bool SanitizeMetricValue(const ResolvedMetric& m, double* value) {
   if (!std::isfinite(*value)) {
     *value = 0.0;

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+
 namespace medprof::profiler {
 
 enum class MetricGroup { kCore, kStalls, kThroughput, kSass };
@@ -77,5 +79,19 @@ bool SanitizeMetricValue(const ResolvedMetric& m, double* value);
 // "launch.duration_spread_pct" = (max - min) / median * 100. dram_bytes is recomputed as the
 // sum of the medians of dram_bytes_read and dram_bytes_write. No launches -> empty.
 std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::string, double>>& launches);
+
+// Metrics packed into configurations of one pass each, so every value of a group comes from a
+// single execution of the kernel, as the application ran it (no replay). `rest`: the metrics a
+// single pass cannot count even alone (GH100: the L2 hit rate), in their catalog order.
+struct SinglePassPlan {
+  std::vector<std::vector<ResolvedMetric>> groups;
+  std::vector<ResolvedMetric> rest;
+};
+// The pass count of a configuration of these Perfworks metrics (CuptiHost::Config::passes); an
+// error counts as "does not fit".
+using PassCounter = std::function<absl::StatusOr<size_t>(const std::vector<std::string>& perfworks)>;
+// First fit in the given order: each metric joins the first group it still fits in one pass
+// with, else opens a new group.
+SinglePassPlan PackSinglePass(const std::vector<ResolvedMetric>& metrics, const PassCounter& passes);
 
 }  // namespace medprof::profiler

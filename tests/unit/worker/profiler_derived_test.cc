@@ -12,6 +12,7 @@
 namespace medprof::profiler {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(MetricCatalog, EveryDocumentedNameIsThereOnceWithACandidate) {
@@ -91,6 +92,33 @@ TEST(MetricCatalog, MedianOfLaunchesKeepsTheMiddleLaunchPerMetricAndSaysHowManyA
   EXPECT_DOUBLE_EQ(one.at("duration_ns"), 50900);
   EXPECT_EQ(one.count("launch.duration_spread_pct"), 0u);
   EXPECT_DOUBLE_EQ(one.at("launch.samples"), 1);
+}
+
+TEST(MetricCatalog, PackSinglePassFirstFitAndSetsAsideWhatNeedsMorePasses) {
+  // A fake chip: each counter has a weight, a pass holds weight 4; "bad" is not configurable.
+  const std::map<std::string, int> weight = {{"a", 2}, {"b", 3}, {"c", 2}, {"d", 5}, {"e", 1}, {"f", 1}};
+  PassCounter passes = [&](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
+    int w = 0;
+    for (const std::string& p : perfworks) {
+      auto it = weight.find(p);
+      if (it == weight.end()) return absl::InvalidArgumentError(p);
+      w += it->second;
+    }
+    return static_cast<size_t>((w + 3) / 4);
+  };
+  auto m = [](const std::string& n) { return ResolvedMetric{n, "", n, MetricGroup::kCore, false}; };
+  const SinglePassPlan plan = PackSinglePass({m("a"), m("b"), m("c"), m("d"), m("bad"), m("e"), m("f")}, passes);
+  auto names = [](const std::vector<ResolvedMetric>& g) {
+    std::vector<std::string> out;
+    for (const ResolvedMetric& r : g) out.push_back(r.name);
+    return out;
+  };
+  ASSERT_EQ(plan.groups.size(), 3u);
+  EXPECT_THAT(names(plan.groups[0]), ElementsAre("a", "c"));  // b (3) did not fit beside a (2); c did
+  EXPECT_THAT(names(plan.groups[1]), ElementsAre("b", "e"));  // e fits beside b, not beside a + c
+  EXPECT_THAT(names(plan.groups[2]), ElementsAre("f"));       // both full: f opens a group
+  EXPECT_THAT(names(plan.rest), ElementsAre("d", "bad"));     // d needs 2 passes alone, bad none
+  EXPECT_TRUE(PackSinglePass({}, passes).groups.empty());
 }
 
 TEST(StallSamples, PoolsIssuedAndNotIssuedSamplesPerReason) {
