@@ -349,7 +349,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   submit->add_option("--cpu-threads,--threads", sf.cpu_threads, "CPU threads (0 = LibTorch default; --threads as in medprof-worker)")->type_name("N");
   submit->add_option("--metrics-top-k", sf.metrics_top_k, "kernels profiled by the metrics layer (0..200)")->type_name("N");
   submit->add_option("--metrics-launches", sf.metrics_launches,
-                     "launches of each such kernel profiled, median stored (1..9, default 3)")->type_name("N");
+                     "steps in which each such kernel's launch is profiled, median stored (1..9, default 3)")->type_name("N");
   submit->add_option("--max-attempts", sf.max_attempts, "attempts per job (1..10)")->type_name("N");
   submit->add_option("--timeout-s", sf.timeout_s, "per-run wall-clock limit in seconds")->type_name("N");
   AddBoolPair(submit, "tf32", &sf.tf32, "TF32 Tensor Cores on (overrides the preset)");

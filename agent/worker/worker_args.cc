@@ -86,8 +86,8 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
   auto* f_metrics = app.add_flag("--metrics", metrics, "Request the range-profiler metrics layer");
   auto* o_topk = app.add_option("--metrics-top-k", metrics_top_k, "Kernels the metrics layer profiles (default 20)");
   auto* o_launches = app.add_option("--metrics-launches", metrics_launches,
-                                    "Launches of each of those kernels profiled; the median per metric is stored "
-                                    "(default 3, 1..9)");
+                                    "Steps in which the metrics layer profiles each kernel's launch; the median "
+                                    "per metric is stored (default 3, 1..9)");
   int overhead_pairs = 0;
   bool no_sampling = false, no_trace = false;
   auto* o_pairs = app.add_option("--overhead-pairs", overhead_pairs,
