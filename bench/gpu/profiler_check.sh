@@ -73,6 +73,26 @@ if has char; then
   run_worker char --preset "${CHAR_PRESET:-opt1}" --phase train --grad-accum 1 --volume 128 --steps 3 --warmup 2 \
     --metrics --metrics-top-k 20 --overhead-pairs 2
   grep -E 'metrics layer' "$out/char.log" | tee -a "$summary"
+  # Completeness: every top-20 kernel (by trace time) with every metric any kernel has, and the phases.
+  python3 - "$out/char.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+kernels, metrics = {}, {}
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    for k in m.get("kernels", {}).get("kernels", []):
+        if not k["name"].startswith("["):
+            kernels[k["name"]] = kernels.get(k["name"], 0) + int(k.get("total_ns", 0))
+    for v in m.get("metrics", {}).get("values", []):
+        metrics.setdefault(v.get("scope", ""), set()).add(v["name"])
+top = sorted(kernels, key=lambda n: -kernels[n])[:20]
+names = set().union(*(metrics.get("kernel:" + n, set()) for n in top)) if top else set()
+names = {n for n in names if not n.startswith(("launch.", "pcsamp."))}
+short = [n for n in top if not names <= metrics.get("kernel:" + n, set())]
+print(f"char: {len(top)} top kernels, {len(names)} metric names, {len(top) - len(short)} with every one")
+for n in short:
+    print(f"  missing on {n[:80]}: {sorted(names - metrics.get('kernel:' + n, set()))[:8]}")
+print("char: phase ranges with counters: " + ", ".join(sorted(s[6:] for s in metrics if s.startswith("phase:") and "sm_cycles" in metrics[s])))
+PY
 fi
 if has ncu; then
   run_worker ncu-medprof --preset opt1 --phase forward --volume 128 --steps 3 --warmup 2 --metrics \
