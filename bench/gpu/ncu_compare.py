@@ -2,9 +2,14 @@
 """Agreement of medprof's metrics layer with Nsight Compute (issue: CUPTI profiling).
 
 Two modes:
-  ncu_compare.py regex RUN.jsonl [--top N]
+  ncu_compare.py regex RUN.jsonl [--top N] [--demangled]
       prints an ncu --kernel-name regex matching the function names of the run's top-N kernels
-      by trace time (the kernels to profile with ncu).
+      by trace time (the kernels to profile with ncu). --demangled: a narrower one for
+      --kernel-name-base demangled, from the identifiers of each whole name outside parameter
+      lists (the two demanglers differ there), so other instantiations of the same function
+      (every vectorized_elementwise_kernel) are not profiled too.
+  ncu_compare.py covered RUN.jsonl NCU.csv [--top N] [--steps S]
+      exit 0 when ncu profiled every one of the top-N kernels with its grid in each of S steps.
   ncu_compare.py compare RUN.jsonl NCU.csv [--top N] [--steps S]
       compares, for the run's top-N kernels, the worker's range-profiler values (scope
       kernel:<name>: per metric the median over launch.samples steps of the kernel's first launch
@@ -101,6 +106,29 @@ def function_name(demangled):
     return s.split("::")[-1]
 
 
+def demangled_pattern(demangled):
+    """Identifiers of a demangled name outside any parameter list, in order, joined by '.*':
+    'void at::native::vectorized_elementwise_kernel<4, at::native::BUnaryFunctor<float, float,
+    float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, ...)'
+    -> 'vectorized_elementwise_kernel.*BUnaryFunctor.*binary_internal.*MulFunctor.*array'.
+    ncu's demangler prints the same identifiers there (it drops 'native', writes lambdas as
+    '[lambda() (instance 2)]' and parameters as T1, T2, ...: all left out)."""
+    out, depth, word = [], 0, ""
+    for ch in demangled + " ":
+        if ch.isalnum() or ch == "_":
+            word += ch
+            continue
+        if word and depth == 0:
+            out.append(word)
+        word = ""
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+    keep = [t for t in out if t not in STOP and t != "native" and not t[0].isdigit() and not re.fullmatch(r"T\d+", t)]
+    return ".*".join(keep)
+
+
 def load_ncu(path):
     text = open(path, encoding="utf-8", errors="replace").read()
     lines = [l for l in text.splitlines() if l.startswith('"')]
@@ -147,11 +175,12 @@ def median_of(launches):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["regex", "compare", "metrics", "runs"])
+    ap.add_argument("mode", choices=["regex", "compare", "metrics", "runs", "covered"])
     ap.add_argument("run")
     ap.add_argument("ncu", nargs="?")
     ap.add_argument("--top", type=int, default=10)
     ap.add_argument("--steps", type=int, default=1, help="measured steps of the worker ncu profiled")
+    ap.add_argument("--demangled", action="store_true", help="regex for --kernel-name-base demangled")
     a = ap.parse_args()
     if a.mode == "metrics":
         print(",".join(pw for pw, _ in METRICS.values()))
@@ -159,9 +188,25 @@ def main():
     top, metrics = load_run(a.run)
     top = top[: a.top]
     if a.mode == "regex":
+        if a.demangled:
+            patterns = sorted({demangled_pattern(n) for n in top} - {""})
+            print("regex:" + "|".join(f"({p})" for p in patterns))
+            return 0
         names = sorted({function_name(n) for n in top})
         print("regex:^(" + "|".join(re.escape(n) for n in names) + ")$")
         return 0
+    if a.mode == "covered":
+        ncu = load_ncu(a.ncu)
+        missing = 0
+        for name in top:
+            mine = metrics.get(name, {})
+            grid = tuple(int(mine[f"launch.grid_{x}"]) for x in "xyz") if "launch.grid_x" in mine else None
+            got = ncu.get((norm(name), grid), [])
+            if len(got) < a.steps:
+                missing += 1
+                print(f"not covered ({len(got)} launches with grid {grid}, want >= {a.steps}): {name[:100]}")
+        print(f"covered: {len(top) - missing} of {len(top)} kernels")
+        return 0 if missing == 0 else 1
     if a.mode == "runs":  # two medprof runs (e.g. legacy API vs range profiler): same names
         _, other = load_run(a.ncu)
         ncu = {}

@@ -7,7 +7,8 @@
 #   char      one preset (CHAR_PRESET, default opt1) at 128^3 with --metrics: the whole metric set
 #             on the top-20 kernels + phase ranges, worker wall time to its last record
 #   ncu       opt1 forward at 128^3 with --metrics, then Nsight Compute (--clock-control none)
-#             on the run's top-10 kernels in NCU_STEPS (default 3, the worker's --metrics-launches)
+#             on the run's top-10 kernels (a narrow regex over whole demangled names, the function
+#             names if that missed one) in NCU_STEPS (default 3, the worker's --metrics-launches)
 #             measured steps of the same worker with --no-trace; bench/gpu/ncu_compare.py compares
 #             the medians of each kernel's launch over those steps (5 % / 2 points)
 #   study     baseline, opt1, opt2, opt12 train at 128^3 with --metrics: phase totals
@@ -97,22 +98,32 @@ fi
 if has ncu; then
   run_worker ncu-medprof --preset opt1 --phase forward --volume 128 --steps 3 --warmup 2 --metrics \
     --metrics-top-k 10 --overhead-pairs 0
-  regex=$(python3 bench/gpu/ncu_compare.py regex "$out/ncu-medprof.jsonl" --top 10)
   metrics=$(python3 bench/gpu/ncu_compare.py metrics "$out/ncu-medprof.jsonl")
   # As many measured steps as the worker's metrics layer profiles each kernel's launch in
   # (--metrics-launches, default 3): both sides then take the median of the same launch over steps.
   ncu_steps=${NCU_STEPS:-3}
-  say "ncu kernels: $regex ($ncu_steps steps)"
-  t0=$(date +%s)
-  ncu --clock-control none --cache-control "${NCU_CACHE:-none}" --csv --page raw --print-kernel-base demangled \
-    --nvtx --nvtx-include "medprof_measured_step/" --kernel-name "$regex" --metrics "$metrics" \
-    --log-file "$out/ncu.log" \
-    "$worker" --preset opt1 --phase forward --volume 128 --steps "$ncu_steps" --warmup 2 --no-trace --no-sampling \
-      --overhead-pairs 0 --out "$out/ncu-worker.pb" >"$out/ncu.csv" 2>"$out/ncu-worker.log"
-  rc=$?
-  # Some ncu versions write the CSV report into --log-file instead of stdout.
-  if ! grep -q '^"' "$out/ncu.csv"; then grep '^"' "$out/ncu.log" >"$out/ncu.csv"; fi
-  say "ncu: exit $rc, $(( $(date +%s) - t0 )) s, $(grep -c '^"' "$out/ncu.csv") csv lines"
+  run_ncu() {  # name-base, regex: ncu over the worker's measured steps -> $out/ncu.csv
+    say "ncu kernels ($1 names, $ncu_steps steps): $2"
+    local t0 rc
+    t0=$(date +%s)
+    ncu --clock-control none --cache-control "${NCU_CACHE:-none}" --csv --page raw --print-kernel-base demangled \
+      --nvtx --nvtx-include "medprof_measured_step/" --kernel-name-base "$1" --kernel-name "$2" --metrics "$metrics" \
+      --log-file "$out/ncu.log" \
+      "$worker" --preset opt1 --phase forward --volume 128 --steps "$ncu_steps" --warmup 2 --no-trace --no-sampling \
+        --overhead-pairs 0 --out "$out/ncu-worker.pb" >"$out/ncu.csv" 2>"$out/ncu-worker.log"
+    rc=$?
+    # Some ncu versions write the CSV report into --log-file instead of stdout.
+    if ! grep -q '^"' "$out/ncu.csv"; then grep '^"' "$out/ncu.log" >"$out/ncu.csv"; fi
+    say "ncu: exit $rc, $(( $(date +%s) - t0 )) s, $(grep -c '^"' "$out/ncu.csv") csv lines"
+  }
+  # First the narrow regex over whole demangled names (only the top kernels' own instantiations);
+  # if ncu did not profile every top kernel in every step with it, the function names (every
+  # instantiation of each function: ~360 launches per step, ~90 s a step).
+  run_ncu demangled "$(python3 bench/gpu/ncu_compare.py regex "$out/ncu-medprof.jsonl" --top 10 --demangled)"
+  if ! python3 bench/gpu/ncu_compare.py covered "$out/ncu-medprof.jsonl" "$out/ncu.csv" --top 10 --steps "$ncu_steps" | tee -a "$summary"; then
+    mv "$out/ncu.csv" "$out/ncu-narrow.csv"
+    run_ncu function "$(python3 bench/gpu/ncu_compare.py regex "$out/ncu-medprof.jsonl" --top 10)"
+  fi
   python3 bench/gpu/ncu_compare.py compare "$out/ncu-medprof.jsonl" "$out/ncu.csv" --top 10 --steps "$ncu_steps" | tee "$out/ncu-compare.txt" | tail -3 | tee -a "$summary"
 fi
 if has study; then
