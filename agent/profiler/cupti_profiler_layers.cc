@@ -80,9 +80,7 @@ void StoreRangeValues(const std::vector<ResolvedMetric>& metrics, const std::vec
     double v = values[i];
     if (SanitizeMetricValue(metrics[i], &v)) (*out)[metrics[i].name] = v;
   }
-  if (out->count("dram_bytes_read") && out->count("dram_bytes_write")) {
-    (*out)["dram_bytes"] = out->at("dram_bytes_read") + out->at("dram_bytes_write");
-  }
+  SumDramBytes(out);
 }
 
 bool IsDeviceKernel(const std::string& name) { return !name.empty() && name.front() != '['; }
@@ -344,10 +342,7 @@ absl::Status CuptiProfiler::RunMetrics(const StepRunner& run, const ProgressFn& 
       return failed(s);
     }
     // DRAM bytes as the sum of the stored read and write medians, whichever sessions they came from.
-    for (auto& [kernel, values] : kernel_metrics_) {
-      if (values.count("dram_bytes_read") && values.count("dram_bytes_write"))
-        values["dram_bytes"] = values["dram_bytes_read"] + values["dram_bytes_write"];
-    }
+    for (auto& [kernel, values] : kernel_metrics_) SumDramBytes(&values);
   }
   progress("metrics", 1, 2, "metrics layer: phase ranges");
   if (absl::Status s = ProfilePhases(run, base, cat); !s.ok()) {

@@ -170,10 +170,13 @@ std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::s
   if (d != by_name.end() && d->second.size() >= 2 && out["duration_ns"] > 0) {
     out["launch.duration_spread_pct"] = (d->second.back() - d->second.front()) / out["duration_ns"] * 100.0;
   }
-  if (out.count("dram_bytes_read") && out.count("dram_bytes_write")) {
-    out["dram_bytes"] = out["dram_bytes_read"] + out["dram_bytes_write"];
-  }
+  SumDramBytes(&out);
   return out;
+}
+
+void SumDramBytes(std::map<std::string, double>* values) {
+  auto read = values->find("dram_bytes_read"), write = values->find("dram_bytes_write");
+  if (read != values->end() && write != values->end()) (*values)["dram_bytes"] = read->second + write->second;
 }
 
 SinglePassPlan PackSinglePass(const std::vector<ResolvedMetric>& metrics, const PassCounter& passes) {

@@ -80,6 +80,10 @@ bool SanitizeMetricValue(const ResolvedMetric& m, double* value);
 // sum of the medians of dram_bytes_read and dram_bytes_write. No launches -> empty.
 std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::string, double>>& launches);
 
+// dram_bytes = dram_bytes_read + dram_bytes_write when both are in `values` (the one place that
+// sum is made: per range, per median, and over a kernel's merged sessions).
+void SumDramBytes(std::map<std::string, double>* values);
+
 // Metrics packed into configurations of one pass each, so every value of a group comes from a
 // single execution of the kernel, as the application ran it (no replay). `rest`: the metrics a
 // single pass cannot count even alone (GH100: the L2 hit rate), in their catalog order.

@@ -154,6 +154,13 @@ def load_ncu(path):
     return launches
 
 
+def grid_of(values):
+    """The launch.grid_x|y|z a medprof kernel scope recorded, as a tuple; None when absent."""
+    if not values or "launch.grid_x" not in values:
+        return None
+    return tuple(int(values[f"launch.grid_{x}"]) for x in "xyz")
+
+
 def first_per_step(launches, steps):
     """The first launch of each of `steps` steps that ran the same launches in the same order;
     just the first launch when the count does not split evenly into steps."""
@@ -199,8 +206,7 @@ def main():
         ncu = load_ncu(a.ncu)
         missing = 0
         for name in top:
-            mine = metrics.get(name, {})
-            grid = tuple(int(mine[f"launch.grid_{x}"]) for x in "xyz") if "launch.grid_x" in mine else None
+            grid = grid_of(metrics.get(name))
             got = ncu.get((norm(name), grid), [])
             if len(got) < a.steps:
                 missing += 1
@@ -211,7 +217,7 @@ def main():
         _, other = load_run(a.ncu)
         ncu = {}
         for n, vals in other.items():
-            grid = tuple(int(vals[f"launch.grid_{x}"]) for x in "xyz") if "launch.grid_x" in vals else None
+            grid = grid_of(vals)
             ncu[(norm(n), grid)] = [vals]
             ncu.setdefault((norm(n), None), [vals])
     else:
@@ -221,10 +227,8 @@ def main():
     print(f"{'kernel':60s} {'metric':24s} {'medprof':>14s} {other_name:>14s} {'diff':>9s}  ok")
     for name in top:
         mine = metrics.get(name)
-        grid = None
-        if mine and "launch.grid_x" in mine:
-            grid = tuple(int(mine[f"launch.grid_{a}"]) for a in "xyz")
-        theirs = ncu.get((norm(name), grid)) if grid else ncu.get((norm(name), None))
+        grid = grid_of(mine)
+        theirs = ncu.get((norm(name), grid))
         short = (name[:57] + "...") if len(name) > 60 else name
         if mine is None or theirs is None:
             print(f"{short:60s} MISSING in {'medprof' if mine is None else 'ncu'}")
