@@ -1,5 +1,6 @@
 #include "common/workload_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -70,7 +71,10 @@ void ApplyDefaults(v1::WorkloadConfig* c) {
     // i.e. at downsampling factor input_size / 16 (input_size = the volume's height). When that
     // factor is no level of the model (BraTS: 192 / 16 = 12), only the middle block attends,
     // written as [0].
-    const int deepest = 1 << (std::max(1, c->channel_mult_size()) - 1);
+    // The level count is not validated yet (Validate refuses more than kMaxLevels); clamp it so
+    // the shift stays defined for any request.
+    const int levels = std::clamp(c->channel_mult_size(), 1, kMaxLevels);
+    const int deepest = 1 << (levels - 1);
     const int image = VolumeDims(*c).h;
     const int ds = image / 16;
     const bool is_level = image % 16 == 0 && ds >= 1 && ds <= deepest && (ds & (ds - 1)) == 0;

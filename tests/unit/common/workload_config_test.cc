@@ -62,6 +62,21 @@ TEST(WorkloadConfigTest, RefusalsNameFieldAndRange) {
   EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("multiple of 16")));
 }
 
+TEST(WorkloadConfigTest, TooManyLevelsIsRefusedAfterDefaults) {
+  // Defaults run before validation on every request (the request fuzzer's finding: 40 levels
+  // and no attention_ds made the default attention level's shift undefined).
+  for (int levels : {9, 33, 40, 200}) {
+    v1::WorkloadConfig c;
+    c.set_preset("opt2");
+    for (int i = 0; i < levels; ++i) c.add_channel_mult(1);
+    ApplyDefaults(&c);
+    ASSERT_EQ(c.attention_ds_size(), 1);
+    EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                      AllOf(HasSubstr(absl::StrCat("channel_mult (number of levels): ", levels)),
+                                            HasSubstr("1..8"))));
+  }
+}
+
 TEST(WorkloadConfigTest, TinyModelDefaultsGroupsToWidth) {
   v1::WorkloadConfig c;
   c.set_preset("baseline");
