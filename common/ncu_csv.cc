@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/kernel_aggregate.h"
 #include "common/kernel_taxonomy.h"
 
 namespace medprof::ncu {
@@ -217,16 +218,6 @@ constexpr Family kFamilies[] = {
     {"smsp__sass_thread_inst_executed_op_", "_pred_on.sum", "sass.", "thread inst"},
 };
 
-// Counters add up over launches; rates and percentages are averaged (duration-weighted).
-bool IsCounterUnit(absl::string_view unit, absl::string_view perfworks) {
-  if (unit.empty()) return absl::EndsWith(perfworks, ".sum");
-  if (absl::StrContains(unit, '/') || unit == "%") return false;
-  return unit == "ns" || unit == "cycles" || unit == "cycle" || unit == "inst" || unit == "bytes" ||
-         unit == "byte" || unit == "thread inst" || unit == "sector" || unit == "request" ||
-         unit == "warp" || unit == "instruction" || unit == "transaction" || unit == "wavefront" ||
-         unit == "flop";
-}
-
 // "(256, 1, 1)" -> {256, 1, 1}; empty when unreadable.
 std::vector<int> ParseDim3(absl::string_view text) {
   text = absl::StripAsciiWhitespace(text);
@@ -422,7 +413,7 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t) {
     const UnitValue one = NormalizeUnit(1.0, t.units[i]);
     p.scale = one.value;
     p.mapping = MapNcuMetric(p.perfworks, one.unit);
-    p.counter = IsCounterUnit(p.mapping.known ? p.mapping.unit : one.unit, p.perfworks);
+    p.counter = aggregate::IsCounterUnit(p.mapping.known ? p.mapping.unit : one.unit, p.perfworks);
     plans.push_back(std::move(p));
   }
   const double dur_scale = NormalizeUnit(1.0, t.units[dur_col]).value;
