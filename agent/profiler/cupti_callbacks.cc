@@ -95,6 +95,10 @@ void CuptiCallbacks::Dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid
           e.grid[0] = p->gridDimX;
           e.grid[1] = p->gridDimY;
           e.grid[2] = p->gridDimZ;
+          e.block[0] = p->blockDimX;
+          e.block[1] = p->blockDimY;
+          e.block[2] = p->blockDimZ;
+          e.dynamic_shared_bytes = p->sharedMemBytes;
           break;
         }
         case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
@@ -104,6 +108,10 @@ void CuptiCallbacks::Dispatch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid
             e.grid[0] = p->config->gridDimX;
             e.grid[1] = p->config->gridDimY;
             e.grid[2] = p->config->gridDimZ;
+            e.block[0] = p->config->blockDimX;
+            e.block[1] = p->config->blockDimY;
+            e.block[2] = p->config->blockDimZ;
+            e.dynamic_shared_bytes = p->config->sharedMemBytes;
           }
           break;
         }

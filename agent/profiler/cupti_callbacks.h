@@ -28,6 +28,8 @@ struct LaunchEvent {
   uint32_t correlation_id = 0;
   CUcontext context = nullptr;
   unsigned grid[3] = {0, 0, 0};  // launch grid (cuLaunchKernel*/cuLaunchKernelEx* parameters)
+  unsigned block[3] = {0, 0, 0};
+  unsigned dynamic_shared_bytes = 0;  // sharedMemBytes of the launch
 };
 
 class CuptiCallbacks {

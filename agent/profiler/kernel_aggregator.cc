@@ -100,9 +100,79 @@ void KernelAggregator::Count(const TraceRecord& r, int step, const OpKey& op) {
   }
   s.min_ns = std::min(s.min_ns, duration);
   s.max_ns = std::max(s.max_ns, duration);
+  if (r.kind == RecordKind::kKernel) CountSignature(r, name, step, op, duration);
   counters_.counted += 1;
   if (op.name.empty()) counters_.unattributed += 1;
   AddTimelineEvent(r, step, op);
+}
+
+void KernelAggregator::CountSignature(const TraceRecord& r, const std::string& name, int step, const OpKey& op,
+                                      int64_t duration) {
+  LaunchSignature key;
+  key.kernel = name;
+  key.op = op.name;
+  key.phase = op.phase;
+  key.shapes = op.shapes;
+  for (int i = 0; i < 3; ++i) {
+    key.grid[i] = r.grid[i];
+    key.block[i] = r.block[i];
+  }
+  key.dynamic_shared_bytes = r.dynamic_shared_bytes;
+  auto it = signatures_.find(key);
+  if (it == signatures_.end()) {
+    if (signatures_.size() >= options_.max_signatures) return;
+    it = signatures_.emplace(std::move(key), SigStat{0, 0, duration, duration}).first;
+  }
+  SigStat& s = it->second;
+  s.count += 1;
+  s.total_ns += duration;
+  s.min_ns = std::min(s.min_ns, duration);
+  s.max_ns = std::max(s.max_ns, duration);
+  if (!windows_.empty() && step == windows_.front().index) {
+    first_step_[name].push_back(FirstStepLaunch{r.correlation_id, &it->first});
+  }
+}
+
+v1::KernelSignatures KernelAggregator::Signatures() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Positions in the first measured step, in launch order.
+  std::map<const LaunchSignature*, std::vector<int32_t>> ordinals;
+  for (const auto& [name, launches] : first_step_) {
+    std::vector<FirstStepLaunch> sorted = launches;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const FirstStepLaunch& a, const FirstStepLaunch& b) { return a.correlation_id < b.correlation_id; });
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      std::vector<int32_t>& mine = ordinals[sorted[i].signature];
+      if (mine.size() < options_.max_ordinals) mine.push_back(static_cast<int32_t>(i));
+    }
+  }
+  std::vector<std::pair<const LaunchSignature*, const SigStat*>> order;
+  for (const auto& [key, stat] : signatures_) order.emplace_back(&key, &stat);
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    if (a.second->total_ns != b.second->total_ns) return a.second->total_ns > b.second->total_ns;
+    return *a.first < *b.first;
+  });
+  v1::KernelSignatures out;
+  out.set_steps(static_cast<int32_t>(windows_.size()));
+  for (const auto& [key, stat] : order) {
+    v1::KernelSignature* s = out.add_signatures();
+    s->set_id(key->Id());
+    s->set_kernel(key->kernel);
+    s->set_op(key->op);
+    s->set_phase(key->phase);
+    s->set_shapes(key->shapes);
+    for (int32_t g : key->grid) s->add_grid(g);
+    for (int32_t b : key->block) s->add_block(b);
+    s->set_dynamic_shared_bytes(key->dynamic_shared_bytes);
+    s->set_count(stat->count);
+    s->set_total_ns(stat->total_ns);
+    s->set_min_ns(stat->min_ns);
+    s->set_max_ns(stat->max_ns);
+    if (auto o = ordinals.find(key); o != ordinals.end()) {
+      for (int32_t v : o->second) s->add_ordinals(v);
+    }
+  }
+  return out;
 }
 
 std::map<std::string, std::array<int32_t, 3>> KernelAggregator::DominantGrids() const {

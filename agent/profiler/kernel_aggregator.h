@@ -16,6 +16,11 @@
 // "[memcpy HtoD]"-style names. Also a bounded raw timeline of the first `timeline_steps`
 // measured steps (for Chrome-trace/Perfetto export).
 //
+// Launch signatures (launch_signature.h): every kernel launch is also counted under its signature
+// (kernel, grid, block, dynamic shared memory, op, phase, op input shapes): count, total/min/max ns,
+// and the positions of its launches among all launches of its kernel in the first measured step
+// (launch order = correlation id order). Signatures() returns them; the metrics layer profiles them.
+//
 // Thread-safe: Add (the CUPTI buffer thread), BeginStep/EndStep (the workload thread) and the
 // readers may run concurrently (one mutex).
 #pragma once
@@ -29,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agent/profiler/launch_signature.h"
 #include "agent/profiler/occupancy.h"
 #include "agent/profiler/op_aggregator.h"
 #include "agent/profiler/trace_records.h"
@@ -42,6 +48,8 @@ struct KernelAggregatorOptions {
   size_t timeline_max_events = 200000;  // hard cap on timeline events
   size_t max_pending = 1 << 16;       // device records waiting for their correlation record
   size_t max_correlations = 1 << 20;  // correlation -> external id entries kept (oldest dropped)
+  size_t max_signatures = 1 << 16;    // distinct launch signatures kept (later ones count in their kernel only)
+  size_t max_ordinals = 64;           // launch positions kept per signature
 };
 
 // Resolves an external correlation id to the op and phase it stands for.
@@ -88,6 +96,8 @@ class KernelAggregator {
   void Finish();
 
   v1::KernelAggregates Snapshot() const;
+  // Launch signatures of device kernels, by total time (descending).
+  v1::KernelSignatures Signatures() const;
   // Per device-kernel name: the grid (x, y, z) whose launches took the most time in the
   // measured steps — the launch shape the metrics layer profiles.
   std::map<std::string, std::array<int32_t, 3>> DominantGrids() const;
@@ -116,6 +126,14 @@ class KernelAggregator {
     TraceRecord record;
     int step = 0;
   };
+  struct SigStat {
+    int64_t count = 0, total_ns = 0, min_ns = 0, max_ns = 0;
+  };
+  // A kernel launch of the first measured step: its correlation id (launch order) and signature.
+  struct FirstStepLaunch {
+    uint32_t correlation_id = 0;
+    const LaunchSignature* signature = nullptr;
+  };
 
   // All called with mu_ held.
   const Window* FindWindow(uint64_t ts) const;
@@ -123,6 +141,7 @@ class KernelAggregator {
   bool ResolveOp(uint32_t correlation_id, OpKey* op) const;
   void Count(const TraceRecord& r, int step, const OpKey& op);
   void AddTimelineEvent(const TraceRecord& r, int step, const OpKey& op);
+  void CountSignature(const TraceRecord& r, const std::string& name, int step, const OpKey& op, int64_t duration);
   const std::string& DemangledLocked(const std::string& name);
 
   const KernelAggregatorOptions options_;
@@ -134,6 +153,8 @@ class KernelAggregator {
   std::vector<Pending> pending_;
   std::unordered_map<std::string, Stat> stats_;  // name \0 op \0 phase
   std::unordered_map<std::string, std::string> demangled_;
+  std::map<LaunchSignature, SigStat> signatures_;
+  std::map<std::string, std::vector<FirstStepLaunch>> first_step_;  // kernel name -> its launches
   std::vector<TimelineEvent> timeline_;
   KernelAggregatorCounters counters_;
 };

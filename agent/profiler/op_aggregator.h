@@ -25,6 +25,7 @@ namespace medprof::profiler {
 struct OpKey {
   std::string name;   // RecordFunction name, e.g. "aten::conv3d"; "" for "no op" (phase only)
   std::string phase;  // "fwd" | "bwd" | "optim" | "sample_step" | ""
+  std::string shapes;  // the op's input shapes (shape_table.h) where the launch carried them; else ""
 };
 
 class OpAggregator {

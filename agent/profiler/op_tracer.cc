@@ -46,6 +46,98 @@ struct SlotCache {
 };
 thread_local SlotCache t_cache;
 
+// Per-thread cache of shape hash -> id in front of the ShapeTable's mutex (one session).
+struct ShapeCache {
+  uint64_t session = 0;
+  std::unordered_map<uint64_t, uint32_t> ids;
+};
+thread_local ShapeCache t_shapes;
+
+std::string DtypeName(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return "f32";
+    case c10::ScalarType::Half: return "f16";
+    case c10::ScalarType::BFloat16: return "bf16";
+    case c10::ScalarType::Double: return "f64";
+    case c10::ScalarType::Long: return "i64";
+    case c10::ScalarType::Int: return "i32";
+    case c10::ScalarType::Bool: return "b8";
+    default: return c10::toString(t);
+  }
+}
+
+void HashTensor(const at::Tensor& t, ShapeHasher* h) {
+  if (!t.defined()) {
+    h->Add(~uint64_t{0});
+    return;
+  }
+  h->Add(static_cast<uint64_t>(t.scalar_type()) << 8 | static_cast<uint64_t>(t.dim()));
+  for (int64_t d : t.sizes()) h->Add(static_cast<uint64_t>(d));
+}
+
+std::string DescribeTensor(const at::Tensor& t) {
+  if (!t.defined()) return "-";
+  std::string out = DtypeName(t.scalar_type());
+  out.push_back('[');
+  bool first = true;
+  for (int64_t d : t.sizes()) {
+    absl::StrAppend(&out, first ? "" : ",", d);
+    first = false;
+  }
+  out.push_back(']');
+  return out;
+}
+
+// Tensor inputs and tensor lists (a list of more than 4 is summarized by its length and first).
+std::string DescribeInputs(c10::ArrayRef<const c10::IValue> inputs) {
+  std::string out;
+  auto add = [&out](const std::string& part) { absl::StrAppend(&out, out.empty() ? "" : " ", part); };
+  for (const c10::IValue& v : inputs) {
+    if (v.isTensor()) {
+      add(DescribeTensor(v.toTensor()));
+    } else if (v.isTensorList()) {
+      const c10::List<at::Tensor> list = v.toTensorList();
+      if (list.size() > 4) {
+        add(absl::StrCat("(", list.size(), "x ", DescribeTensor(list.get(0)), "...)"));
+        continue;
+      }
+      std::string inner;
+      for (size_t i = 0; i < list.size(); ++i) absl::StrAppend(&inner, i ? " " : "", DescribeTensor(list.get(i)));
+      add(absl::StrCat("(", inner, ")"));
+    }
+  }
+  return out;
+}
+
+// The id of the op's input shapes (0: no tensor input, or shapes LibTorch cannot give).
+uint32_t ShapeIdOf(const at::RecordFunction& fn, ShapeTable* table, uint64_t session) {
+  ShapeHasher h;
+  bool any = false;
+  try {
+    for (const c10::IValue& v : fn.inputs()) {
+      if (v.isTensor()) {
+        HashTensor(v.toTensor(), &h);
+        any = true;
+      } else if (v.isTensorList()) {
+        const c10::List<at::Tensor> list = v.toTensorList();
+        h.Add(0x4c495354u ^ list.size());
+        for (size_t i = 0; i < list.size(); ++i) HashTensor(list.get(i), &h);
+        any = true;
+      }
+    }
+  } catch (const std::exception&) {
+    return 0;  // e.g. a tensor without sizes (nested): the op is still attributed, without shapes
+  }
+  if (!any) return 0;
+  if (t_shapes.session != session || t_shapes.ids.size() > 4096) {
+    t_shapes.session = session;
+    t_shapes.ids.clear();
+  }
+  auto [it, fresh] = t_shapes.ids.try_emplace(h.hash(), 0);
+  if (fresh) it->second = table->Intern(h.hash(), [&fn] { return DescribeInputs(fn.inputs()); });
+  return it->second;
+}
+
 // What the start callback hands to the end callback.
 struct OpContext : at::ObserverContext {
   OpTracer* tracer = nullptr;
@@ -68,7 +160,8 @@ std::unique_ptr<at::ObserverContext> OnOpStart(const at::RecordFunction& fn) {
   ctx->tracer = tracer;
   ctx->session = session;
   ctx->start_ns = MonotonicNs();
-  ctx->slot = tracer->BeginOp(fn.name(), session, &ctx->counted);
+  const uint32_t shape_id = tracer->shapes() != nullptr ? ShapeIdOf(fn, tracer->shapes(), session) : 0;
+  ctx->slot = tracer->BeginOp(fn.name(), shape_id, session, &ctx->counted);
   ctx->depth = t_stack.ops.size();
   t_stack.ops.push_back(OpenOp{ctx->start_ns, 0});
   return ctx;
@@ -94,11 +187,11 @@ void OnOpEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* base) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<OpTracer>> OpTracer::Create(PhaseTracker* tracker, OpAggregator* ops,
-                                                           OpListener* listener) {
+                                                           OpListener* listener, ShapeTable* shapes) {
   if (tracker == nullptr || ops == nullptr) {
     return absl::InvalidArgumentError("OpTracer: tracker and aggregator are required");
   }
-  return std::unique_ptr<OpTracer>(new OpTracer(tracker, ops, listener));
+  return std::unique_ptr<OpTracer>(new OpTracer(tracker, ops, listener, shapes));
 }
 
 OpTracer::~OpTracer() { Stop(); }
@@ -113,7 +206,7 @@ absl::Status OpTracer::Start() {
   g_session.fetch_add(1, std::memory_order_acq_rel);
   try {
     at::RecordFunctionCallback cb(&OnOpStart, &OnOpEnd);
-    cb.needsInputs(false);
+    cb.needsInputs(shapes_ != nullptr);
     cb.needsIds(false);
     cb.scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
                at::RecordScope::USER_SCOPE});
@@ -133,7 +226,7 @@ void OpTracer::Stop() {
   g_active.compare_exchange_strong(self, nullptr, std::memory_order_acq_rel);
 }
 
-OpAggregator::Slot* OpTracer::BeginOp(const char* name, uint64_t session, bool* counted) {
+OpAggregator::Slot* OpTracer::BeginOp(const char* name, uint32_t shape_id, uint64_t session, bool* counted) {
   if (name == nullptr) name = "";
   *counted = tracker_->measuring();
   const std::string* phase = &tracker_->phase();
@@ -145,7 +238,7 @@ OpAggregator::Slot* OpTracer::BeginOp(const char* name, uint64_t session, bool* 
   if (cached == nullptr || std::strcmp(cached->key.name.c_str(), name) != 0) {
     cached = ops_->InternSlot(name, *phase);
   }
-  if (listener_ != nullptr) listener_->OnOpBegin(cached->id);
+  if (listener_ != nullptr) listener_->OnOpBegin(cached->id, shape_id);
   return cached;
 }
 

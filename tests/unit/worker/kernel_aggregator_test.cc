@@ -41,6 +41,9 @@ class KernelAggregatorTest : public ::testing::Test {
     ops_[2] = {"aten::native_group_norm", "fwd"};
     ops_[3] = {"aten::convolution_backward", "bwd"};
     ops_[4] = {"", "optim"};  // phase-only id
+    // GroupNorm at two U-Net levels: one op, one kernel and grid, two problem sizes.
+    ops_[5] = {"aten::native_group_norm", "fwd", "f32[1,64,32,32,32] f32[64] f32[64]"};
+    ops_[6] = {"aten::native_group_norm", "fwd", "f32[1,128,16,16,16] f32[128] f32[128]"};
   }
   KernelAggregator Make(int timeline_steps = 3) {
     KernelAggregatorOptions o;
@@ -221,6 +224,91 @@ TEST_F(KernelAggregatorTest, TimelineKeepsOnlyTheFirstMeasuredSteps) {
   const v1::KernelAggregates a = agg.Snapshot();
   ASSERT_EQ(a.kernels_size(), 1);
   EXPECT_EQ(a.kernels(0).count(), 2);
+}
+
+// Launches of one kernel with one grid under one op, at two problem sizes (the op's input shapes),
+// plus the same kernel with another dynamic shared memory size: three signatures.
+TEST_F(KernelAggregatorTest, LaunchSignaturesSplitAKernelByOpShapesAndLaunchConfiguration) {
+  KernelAggregator agg = Make();
+  auto gn = [](uint64_t start, uint64_t end, uint32_t corr, int32_t dsmem = 0) {
+    TraceRecord r = Kernel("_Z8gn_statsv", start, end, corr);
+    r.grid[0] = 32;
+    r.grid[1] = 1;
+    r.dynamic_shared_bytes = dsmem;
+    return r;
+  };
+  for (int step = 0; step < 2; ++step) {
+    const uint64_t t0 = 1000 * (step + 1);
+    const uint32_t c = 100 * (step + 1);
+    agg.BeginStep(step, true, t0);
+    // Launch order (correlation ids) differs from the order the records arrive in.
+    agg.Add({Correlation(c + 3, 5), gn(t0 + 300, t0 + 340, c + 3), Correlation(c + 1, 5),
+             gn(t0 + 100, t0 + 150, c + 1), Correlation(c + 2, 6), gn(t0 + 200, t0 + 210, c + 2),
+             Correlation(c + 4, 6), gn(t0 + 400, t0 + 412, c + 4, /*dsmem=*/1024)});
+    agg.EndStep(t0 + 900);
+  }
+  const v1::KernelSignatures sigs = agg.Signatures();
+  EXPECT_EQ(sigs.steps(), 2);
+  ASSERT_EQ(sigs.signatures_size(), 3);
+  // By total time: the 32^3 level (2 launches a step, 50 + 40 ns), the 16^3 level (10 ns), the
+  // 16^3 level with 1 KiB of dynamic shared memory (12 ns).
+  const v1::KernelSignature& big = sigs.signatures(0);
+  EXPECT_EQ(big.kernel(), "gn_stats()");
+  EXPECT_EQ(big.op(), "aten::native_group_norm");
+  EXPECT_EQ(big.phase(), "fwd");
+  EXPECT_EQ(big.shapes(), "f32[1,64,32,32,32] f32[64] f32[64]");
+  EXPECT_EQ(big.count(), 4);
+  EXPECT_EQ(big.total_ns(), 180);
+  EXPECT_EQ(big.min_ns(), 40);
+  EXPECT_EQ(big.max_ns(), 50);
+  EXPECT_THAT(big.grid(), ElementsAre(32, 1, 1));
+  EXPECT_THAT(big.block(), ElementsAre(256, 1, 1));
+  EXPECT_THAT(big.ordinals(), ElementsAre(0, 2));  // positions among gn_stats launches in step 0
+  const v1::KernelSignature& dsmem = sigs.signatures(1);
+  EXPECT_EQ(dsmem.dynamic_shared_bytes(), 1024);
+  EXPECT_EQ(dsmem.total_ns(), 24);
+  EXPECT_THAT(dsmem.ordinals(), ElementsAre(3));
+  const v1::KernelSignature& small = sigs.signatures(2);
+  EXPECT_EQ(small.shapes(), "f32[1,128,16,16,16] f32[128] f32[128]");
+  EXPECT_EQ(small.total_ns(), 20);
+  EXPECT_THAT(small.ordinals(), ElementsAre(1));
+  // The id is the LaunchSignature's: the same in every run.
+  LaunchSignature key;
+  key.kernel = "gn_stats()";
+  key.op = "aten::native_group_norm";
+  key.phase = "fwd";
+  key.shapes = "f32[1,128,16,16,16] f32[128] f32[128]";
+  key.grid = {32, 1, 1};
+  key.block = {256, 1, 1};
+  EXPECT_EQ(small.id(), key.Id());
+  // The kernel's own aggregate is unchanged: one (name, op, phase) entry with all 8 launches.
+  const v1::KernelAggregates a = agg.Snapshot();
+  ASSERT_EQ(a.kernels_size(), 1);
+  EXPECT_EQ(a.kernels(0).count(), 8);
+  EXPECT_EQ(a.kernels(0).total_ns(), 180 + 24 + 20);
+}
+
+TEST_F(KernelAggregatorTest, SignaturesAreBoundedAndMemcpyHasNone) {
+  KernelAggregatorOptions o;
+  o.max_signatures = 1;
+  KernelAggregator agg(o, [this](uint64_t id, OpKey* out) {
+    *out = ops_[id];
+    return true;
+  });
+  agg.BeginStep(0, true, 0);
+  TraceRecord copy;
+  copy.kind = RecordKind::kMemcpy;
+  copy.name = "[memcpy HtoD]";
+  copy.start_ns = 5;
+  copy.end_ns = 9;
+  copy.correlation_id = 1;
+  agg.Add({Correlation(1, 1), copy, Correlation(2, 5), Kernel("_Z1av", 10, 20, 2), Correlation(3, 6),
+           Kernel("_Z1bv", 30, 40, 3)});
+  agg.EndStep(100);
+  const v1::KernelSignatures sigs = agg.Signatures();
+  ASSERT_EQ(sigs.signatures_size(), 1);  // the second kernel's signature is over the cap
+  EXPECT_EQ(sigs.signatures(0).kernel(), "a()");
+  EXPECT_EQ(agg.Snapshot().kernels_size(), 3);  // every record still counts in its kernel
 }
 
 TEST(DemangleTest, DemanglesAndPassesThroughPlainNames) {

@@ -6,6 +6,7 @@
 #include <ATen/record_function.h>
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "common/clock.h"
@@ -27,9 +28,13 @@ void Spin(int64_t ns) {
 
 class CountingListener : public OpListener {
  public:
-  void OnOpBegin(uint32_t id) override { ++begins[id]; }
+  void OnOpBegin(uint32_t id, uint32_t shape_id) override {
+    ++begins[id];
+    shapes[id].insert(shape_id);
+  }
   void OnOpEnd(uint32_t id) override { ++ends[id]; }
   std::map<uint32_t, int> begins, ends;
+  std::map<uint32_t, std::set<uint32_t>> shapes;  // op id -> shape ids seen
 };
 
 const v1::OpStat* Find(const v1::OpAggregates& a, const std::string& name, const std::string& phase) {
@@ -130,6 +135,69 @@ TEST(OpTracerTest, AggregatesMeasuredStepsWithSelfTimeAndPhases) {
   // Every op the listener saw begin also ended, under the same id.
   EXPECT_EQ(listener.begins, listener.ends);
   EXPECT_GE(listener.begins[ops.Intern("aten::conv3d", "fwd")], 3);  // warm-up included
+}
+
+// With a ShapeTable, each op's tensor inputs (dtype and sizes) reach the listener as a shape id:
+// one id per distinct input set, the text made once.
+TEST(OpTracerTest, InputShapesReachTheListenerAsInternedIds) {
+  PhaseTracker tracker;
+  OpAggregator ops;
+  ShapeTable shapes;
+  CountingListener listener;
+  MEDPROF_ASSERT_OK_AND_ASSIGN(auto tracer, OpTracer::Create(&tracker, &ops, &listener, &shapes));
+  ASSERT_THAT(tracer->Start(), IsOk());
+  tracker.BeginStep(0, true);
+  tracker.BeginPhase("fwd");
+  const at::Tensor w = at::ones({2, 1, 3, 3, 3});
+  for (int side : {6, 8, 6}) at::conv3d(at::ones({1, 1, side, side, side}), w);
+  at::cat({at::ones({2, 3}), at::ones({2, 3}), at::ones({4, 3}, at::kDouble), at::ones({1, 3}), at::ones({1, 3})});
+  tracker.EndPhase("fwd");
+  tracker.EndStep();
+  tracer->Stop();
+
+  const uint32_t conv = ops.Intern("aten::conv3d", "fwd");
+  ASSERT_EQ(listener.shapes[conv].size(), 2u);  // 6^3 and 8^3 inputs; the second 6^3 call reuses its id
+  std::set<std::string> texts;
+  for (uint32_t id : listener.shapes[conv]) texts.insert(shapes.Lookup(id));
+  EXPECT_THAT(texts, ::testing::ElementsAre("f32[1,1,6,6,6] f32[2,1,3,3,3]", "f32[1,1,8,8,8] f32[2,1,3,3,3]"));
+  // A list of more than four tensors is summarized by its length and first element.
+  const uint32_t cat = ops.Intern("aten::cat", "fwd");
+  ASSERT_EQ(listener.shapes[cat].size(), 1u);
+  EXPECT_EQ(shapes.Lookup(*listener.shapes[cat].begin()), "(5x f32[2,3]...)");
+  EXPECT_EQ(shapes.Lookup(0), "");
+}
+
+TEST(OpTracerTest, WithoutAShapeTableEveryShapeIdIsZero) {
+  PhaseTracker tracker;
+  OpAggregator ops;
+  CountingListener listener;
+  MEDPROF_ASSERT_OK_AND_ASSIGN(auto tracer, OpTracer::Create(&tracker, &ops, &listener));
+  ASSERT_THAT(tracer->Start(), IsOk());
+  at::conv3d(at::ones({1, 1, 6, 6, 6}), at::ones({2, 1, 3, 3, 3}));
+  tracer->Stop();
+  for (const auto& [op, ids] : listener.shapes) EXPECT_THAT(ids, ::testing::ElementsAre(0u)) << op;
+}
+
+TEST(ShapeTableTest, InternsOnceAndEncodesExternalIds) {
+  ShapeTable t;
+  int described = 0;
+  const auto text = [&] {
+    ++described;
+    return std::string("f32[2]");
+  };
+  EXPECT_EQ(t.Intern(42, text), 1u);
+  EXPECT_EQ(t.Intern(42, text), 1u);
+  EXPECT_EQ(t.Intern(7, text), 2u);
+  EXPECT_EQ(described, 2);
+  EXPECT_EQ(t.Lookup(1), "f32[2]");
+  EXPECT_EQ(t.Lookup(3), "");
+  const uint64_t id = EncodeExternalId(/*op_slot=*/0, /*shape_id=*/2);
+  EXPECT_NE(id, 0u);
+  uint32_t slot = 99;
+  ASSERT_TRUE(DecodeOpSlot(id, &slot));
+  EXPECT_EQ(slot, 0u);
+  EXPECT_EQ(DecodeShapeId(id), 2u);
+  EXPECT_FALSE(DecodeOpSlot(uint64_t{5} << 32, &slot));  // no op: a phase-only id is never this
 }
 
 TEST(OpTracerTest, OnlyOneTracerAtATime) {
