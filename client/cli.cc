@@ -96,7 +96,7 @@ struct SubmitFlags {
   std::string volume, depth, height, width, steps, warmup, phase, repeats, batch;
   std::string base_channels, channel_mult, res_blocks, attention_ds, in_channels, out_channels;
   std::string groups, grad_accum, learning_rate, seed, sample_steps, device, cpu_threads;
-  std::string metrics_top_k, metrics_launches, max_attempts, timeout_s;
+  std::string metrics_top_k, metrics_launches, metrics_coverage_pct, metrics_max_signatures, max_attempts, timeout_s;
   std::optional<bool> tf32, channels_last, bf16, fused;
   bool metrics = false, wait = false;
 };
@@ -130,6 +130,8 @@ const std::vector<IntField>& IntFields() {
       {"--cpu-threads", &SubmitFlags::cpu_threads, &v1::WorkloadConfig::set_cpu_threads, absl::StrCat("0..", config::kMaxCpuThreads)},
       {"--metrics-top-k", &SubmitFlags::metrics_top_k, &v1::WorkloadConfig::set_metrics_top_k, absl::StrCat("0..", config::kMaxMetricsTopK)},
       {"--metrics-launches", &SubmitFlags::metrics_launches, &v1::WorkloadConfig::set_metrics_launches, absl::StrCat("1..", config::kMaxMetricsLaunches)},
+      {"--metrics-coverage-pct", &SubmitFlags::metrics_coverage_pct, &v1::WorkloadConfig::set_metrics_coverage_pct, absl::StrCat(config::kMinMetricsCoveragePct, "..100")},
+      {"--metrics-max-signatures", &SubmitFlags::metrics_max_signatures, &v1::WorkloadConfig::set_metrics_max_signatures, absl::StrCat("1..", config::kMaxMetricsMaxSignatures)},
   };
   return fields;
 }
@@ -350,6 +352,10 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   submit->add_option("--metrics-top-k", sf.metrics_top_k, "kernels profiled by the metrics layer (0..200)")->type_name("N");
   submit->add_option("--metrics-launches", sf.metrics_launches,
                      "steps in which each such kernel's launch is profiled, median stored (1..9, default 3)")->type_name("N");
+  submit->add_option("--metrics-coverage-pct", sf.metrics_coverage_pct,
+                     "share of each kernel's time whose launch signatures are profiled (50..100, default 90)")->type_name("PCT");
+  submit->add_option("--metrics-max-signatures", sf.metrics_max_signatures,
+                     "signatures profiled per kernel at most (1..32, default 8)")->type_name("N");
   submit->add_option("--max-attempts", sf.max_attempts, "attempts per job (1..10)")->type_name("N");
   submit->add_option("--timeout-s", sf.timeout_s, "per-run wall-clock limit in seconds")->type_name("N");
   AddBoolPair(submit, "tf32", &sf.tf32, "TF32 Tensor Cores on (overrides the preset)");

@@ -90,6 +90,8 @@ void ApplyDefaults(v1::WorkloadConfig* c) {
   if (!c->has_cpu_threads()) c->set_cpu_threads(0);
   if (!c->has_metrics_top_k()) c->set_metrics_top_k(kDefaultMetricsTopK);
   if (!c->has_metrics_launches()) c->set_metrics_launches(kDefaultMetricsLaunches);
+  if (!c->has_metrics_coverage_pct()) c->set_metrics_coverage_pct(kDefaultMetricsCoveragePct);
+  if (!c->has_metrics_max_signatures()) c->set_metrics_max_signatures(kDefaultMetricsMaxSignatures);
   if (!c->has_overhead_pairs()) c->set_overhead_pairs(kDefaultOverheadPairs);
   if (!c->has_sampling()) c->set_sampling(true);
   if (!c->has_trace()) c->set_trace(true);
@@ -156,6 +158,11 @@ absl::Status Validate(const v1::WorkloadConfig& c) {
   if (auto s = CheckRange("cpu_threads", c.cpu_threads(), 0, kMaxCpuThreads); !s.ok()) return s;
   if (auto s = CheckRange("metrics_top_k", c.metrics_top_k(), 0, kMaxMetricsTopK); !s.ok()) return s;
   if (auto s = CheckRange("metrics_launches", c.metrics_launches(), 1, kMaxMetricsLaunches); !s.ok()) return s;
+  if (auto s = CheckRange("metrics_coverage_pct", c.metrics_coverage_pct(), kMinMetricsCoveragePct, 100); !s.ok())
+    return s;
+  if (auto s = CheckRange("metrics_max_signatures", c.metrics_max_signatures(), 1, kMaxMetricsMaxSignatures);
+      !s.ok())
+    return s;
   if (auto s = CheckRange("overhead_pairs", c.overhead_pairs(), 0, kMaxOverheadPairs); !s.ok()) return s;
   if (c.counter_api() != "auto" && c.counter_api() != "range" && c.counter_api() != "legacy") {
     return absl::InvalidArgumentError(

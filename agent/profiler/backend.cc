@@ -47,6 +47,20 @@ absl::StatusOr<BackendChoice> ChooseBackend(v1::DeviceKind requested, const GpuP
   return c;
 }
 
+absl::StatusOr<ProfilerRequest> ProfilerRequestFor(const v1::WorkloadConfig& c) {
+  ProfilerRequest r;
+  r.trace = c.trace();
+  r.sampling = c.sampling();
+  r.overhead_pairs = c.overhead_pairs();
+  r.metrics.enabled = c.metrics();
+  r.metrics.top_k = c.metrics_top_k();
+  r.metrics.launches = c.metrics_launches();
+  r.metrics.coverage_pct = c.metrics_coverage_pct();
+  r.metrics.max_signatures = c.metrics_max_signatures();
+  MEDPROF_ASSIGN_OR_RETURN(r.metrics.counter_api, ParseCounterApiChoice(c.counter_api()));
+  return r;
+}
+
 absl::StatusOr<CreatedProfiler> CreateProfiler(const BackendChoice& choice, const GpuProbe& probe,
                                                const ProfilerRequest& request) {
   CreatedProfiler out;
@@ -61,10 +75,7 @@ absl::StatusOr<CreatedProfiler> CreateProfiler(const BackendChoice& choice, cons
     options.gpu = probe.gpu;
     options.sampling = request.sampling;
     options.metrics = request.metrics;
-    options.metrics_top_k = request.metrics_top_k;
-    options.metrics_launches = request.metrics_launches;
     options.overhead_pairs = request.overhead_pairs;
-    options.counter_api = request.counter_api;
     auto cupti = CuptiProfiler::Create(options);
     if (cupti.ok()) {
       out.profiler = std::move(cupti).value();

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/profiler/gpu_probe.h"
+#include "agent/profiler/metrics_request.h"
 #include "agent/profiler/profiler.h"
 #include "medprof/v1/workload.pb.h"
 
@@ -40,12 +41,12 @@ absl::StatusOr<BackendChoice> ChooseBackend(v1::DeviceKind requested, const GpuP
 struct ProfilerRequest {
   bool trace = true;        // false: no CUPTI at all (e.g. to run under Nsight Compute)
   bool sampling = true;     // PC + PM sampling where counters are permitted
-  bool metrics = false;     // the range-profiler metrics layer
-  int metrics_top_k = 20;
-  int metrics_launches = 3;  // launches of each top-K kernel profiled; medians stored
+  MetricsRequest metrics;   // the hardware-counter layer (metrics_request.h)
   int overhead_pairs = 3;   // trace on/off step pairs measuring the trace overhead
-  std::string counter_api = "auto";  // metrics layer: "auto" | "range" | "legacy"
 };
+
+// The profiler fields of a validated, defaulted job configuration.
+absl::StatusOr<ProfilerRequest> ProfilerRequestFor(const v1::WorkloadConfig& config);
 
 struct CreatedProfiler {
   std::unique_ptr<Profiler> profiler;

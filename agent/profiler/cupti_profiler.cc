@@ -10,6 +10,10 @@
 namespace medprof::profiler {
 namespace {
 const Logger kLog("profiler");
+// The external ids this profiler pushed on this thread (CUPTI keeps one stack per thread): the
+// innermost one is what CUPTI attributes a launch to, and what the metrics layer's launch
+// callback reads to know a launch's op.
+thread_local std::vector<uint64_t> t_pushed;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CuptiProfiler>> CuptiProfiler::Create(const CuptiProfilerOptions& options) {
@@ -17,22 +21,26 @@ absl::StatusOr<std::unique_ptr<CuptiProfiler>> CuptiProfiler::Create(const Cupti
   KernelAggregatorOptions agg;
   agg.device = options.gpu.limits;
   agg.timeline_steps = options.timeline_steps;
-  OpAggregator* ops = &p->ops_;
-  p->kernels_ = std::make_unique<KernelAggregator>(agg, [ops](uint64_t external_id, OpKey* out) {
-    return external_id > 0 && ops->Lookup(static_cast<uint32_t>(external_id - 1), out);
-  });
+  CuptiProfiler* self = p.get();
+  p->kernels_ = std::make_unique<KernelAggregator>(
+      agg, [self](uint64_t external_id, OpKey* out) { return self->ResolveExternalId(external_id, out); });
   KernelAggregator* kernels = p->kernels_.get();
   MEDPROF_ASSIGN_OR_RETURN(
       p->cupti_,
       CuptiTracer::Start(
           options.tracer, [kernels](const std::vector<TraceRecord>& batch) { kernels->Add(batch); },
           [kernels](uint64_t dropped) { kernels->AddDropped(dropped); }));
-  MEDPROF_ASSIGN_OR_RETURN(p->op_tracer_, OpTracer::Create(&p->tracker_, &p->ops_, p.get()));
+  MEDPROF_ASSIGN_OR_RETURN(p->op_tracer_, OpTracer::Create(&p->tracker_, &p->ops_, p.get(), &p->shapes_));
+  MetricsLayer::Hooks hooks;
+  hooks.observer = self;
+  hooks.resolve = [self](const LaunchEvent& e, const std::function<bool(const std::string&)>& wanted,
+                         LaunchSignature* out) { return self->ResolveLaunch(e, wanted, out); };
+  hooks.synchronize = [self](const char* where) { self->SynchronizeDevice(where); };
+  p->metrics_ = std::make_unique<MetricsLayer>(options.gpu, options.metrics, std::move(hooks));
   if (options.sampling) {
     // PC sampling must be enabled as the context is created, before any module loads.
     auto callbacks = CuptiCallbacks::Install();
     if (callbacks.ok()) {
-      CuptiProfiler* self = p.get();
       (*callbacks)->SetContextCreatedHook([self](CUcontext ctx) { self->OnContextCreated(ctx); });
     } else {
       p->pc_status_ = callbacks.status();
@@ -113,7 +121,7 @@ void CuptiProfiler::OnStepEnd(const meddpm::StepReport& report) {
     }
   }
   while (phase_pushes_ > 0) {  // a sub-phase left open by the step
-    cupti_->PopExternalId();
+    PopExternalId();
     --phase_pushes_;
   }
   tracker_.EndStep();
@@ -122,22 +130,64 @@ void CuptiProfiler::OnStepEnd(const meddpm::StepReport& report) {
 void CuptiProfiler::OnPhaseBegin(std::string_view name) {
   tracker_.BeginPhase(name);
   // Kernels launched inside the phase but outside any op still carry the phase.
-  cupti_->PushExternalId(uint64_t{ops_.Intern("", tracker_.phase())} + 1);
+  PushExternalId(EncodeExternalId(ops_.Intern("", tracker_.phase()), 0));
   ++phase_pushes_;
 }
 
 void CuptiProfiler::OnPhaseEnd(std::string_view name) {
   if (phase_pushes_ > 0) {
-    cupti_->PopExternalId();
+    PopExternalId();
     --phase_pushes_;
   }
   tracker_.EndPhase(name);
 }
 
-void CuptiProfiler::OnOpBegin(uint32_t op_id) { cupti_->PushExternalId(uint64_t{op_id} + 1); }
+void CuptiProfiler::OnOpBegin(uint32_t op_id, uint32_t shape_id) {
+  PushExternalId(EncodeExternalId(op_id, shape_id));
+}
 void CuptiProfiler::OnOpEnd(uint32_t op_id) {
   (void)op_id;
+  PopExternalId();
+}
+
+void CuptiProfiler::PushExternalId(uint64_t id) {
+  cupti_->PushExternalId(id);
+  t_pushed.push_back(id);
+}
+
+void CuptiProfiler::PopExternalId() {
   cupti_->PopExternalId();
+  if (!t_pushed.empty()) t_pushed.pop_back();
+}
+
+bool CuptiProfiler::ResolveExternalId(uint64_t external_id, OpKey* out) const {
+  uint32_t slot = 0;
+  if (!DecodeOpSlot(external_id, &slot) || !ops_.Lookup(slot, out)) return false;
+  out->shapes = shapes_.Lookup(DecodeShapeId(external_id));
+  return true;
+}
+
+bool CuptiProfiler::ResolveLaunch(const LaunchEvent& e,
+                                  const std::function<bool(const std::string&)>& wanted_kernel,
+                                  LaunchSignature* out) {
+  {
+    std::lock_guard<std::mutex> lock(demangled_mu_);
+    auto [it, fresh] = demangled_.try_emplace(e.symbol);
+    if (fresh) it->second = KernelAggregator::Demangle(e.symbol);
+    out->kernel = it->second;
+  }
+  if (!wanted_kernel(out->kernel)) return false;
+  OpKey op;
+  if (t_pushed.empty() || !ResolveExternalId(t_pushed.back(), &op)) op = OpKey{};
+  out->op = std::move(op.name);
+  out->phase = std::move(op.phase);
+  out->shapes = std::move(op.shapes);
+  for (int i = 0; i < 3; ++i) {
+    out->grid[i] = static_cast<int32_t>(e.grid[i]);
+    out->block[i] = static_cast<int32_t>(e.block[i]);
+  }
+  out->dynamic_shared_bytes = static_cast<int32_t>(e.dynamic_shared_bytes);
+  return true;
 }
 
 v1::OpAggregates CuptiProfiler::Ops() const { return ops_.Snapshot(tracker_.measured_steps()); }
@@ -157,10 +207,9 @@ std::vector<v1::LayerStatus> CuptiProfiler::Layers() const {
   }
   v1::LayerStatus sampling = MakeLayer(kLayerSampling, pc_ok || pm_ok, sampling_reason);
   if (pc_ok != pm_ok) sampling.set_reason(sampling_reason);  // partial: say which half is missing
-  std::string metrics_reason(metrics_status_.message());
-  v1::LayerStatus metrics = MakeLayer(kLayerMetrics, metrics_status_.ok(), metrics_reason);
-  if (metrics_status_.ok() && !metrics_notes_.empty())
-    metrics.set_reason(absl::StrJoin(metrics_notes_, "; "));
+  const absl::Status& status = metrics_->status();
+  v1::LayerStatus metrics = MakeLayer(kLayerMetrics, status.ok(), std::string(status.message()));
+  if (status.ok() && !metrics_->notes().empty()) metrics.set_reason(absl::StrJoin(metrics_->notes(), "; "));
   return {MakeLayer(kLayerCpu, true), MakeLayer(kLayerTrace, true), sampling, metrics};
 }
 

@@ -1,24 +1,21 @@
-// CuptiProfiler: the "cupti" backend — op aggregates plus the CUPTI activity trace layer.
+// CuptiProfiler: the "cupti" backend — op aggregates plus the CUPTI activity trace layer, the
+// sampling layer and, on request, the metrics layer.
 //
-// Create() starts CUPTI activity tracing at once (before the workload creates its CUDA
-// context, so nothing is missed) and fails with the CUPTI call's status when tracing is not
-// possible (no driver: CUPTI_ERROR_UNKNOWN; another profiler attached:
-// MULTIPLE_SUBSCRIBERS) — backend.h then falls back to the CPU backend. Start() installs the
-// op observer, which pushes `op id + 1` as a CUSTOM0 external correlation id around every
-// LibTorch op (and the phase-only id around every sub-phase), so each kernel is attributed
-// to its innermost op and phase. Step windows are timestamped in the records' clock after a
-// cudaDeviceSynchronize, so GPU work counts for the step that launched it and warm-up work is
-// left out. Kernel aggregation and the raw timeline are KernelAggregator's.
+// Create() starts CUPTI activity tracing at once (before the workload creates its CUDA context, so
+// nothing is missed) and fails with the CUPTI call's status when tracing is not possible (no
+// driver: CUPTI_ERROR_UNKNOWN; another profiler attached: MULTIPLE_SUBSCRIBERS) — backend.h then
+// falls back to the CPU backend. Start() installs the op observer with input shapes on: around
+// every LibTorch op the profiler pushes EncodeExternalId(op slot, shape id) as a CUSTOM0 external
+// correlation id (and a phase-only id around every sub-phase), so each kernel is attributed to its
+// innermost op, phase and the op's input shapes — its launch signature. Step windows are
+// timestamped in the records' clock after a cudaDeviceSynchronize, so GPU work counts for the step
+// that launched it and warm-up work is left out. Kernel and signature aggregation and the raw
+// timeline are KernelAggregator's.
 //
-// Sampling layer: PC sampling (continuous) is enabled when the CUDA context is created and
-// drained at every measured step's end (warm-up samples are discarded) -> per-kernel stall
-// shares; PM sampling runs in its own window of one step after the measured steps (the three
-// counter users never overlap) -> a utilization timeline. Metrics layer (on request): the range
-// profiler, auto range + kernel replay armed by launch callbacks around the first launch of
-// each top-K kernel (by trace time) with its dominant grid — core counters in one extra step,
-// stalls/throughputs/SASS mix in another — then user range + user replay around
-// the phases (fwd, bwd, optim, sample_step), one extra step per pass. Trace overhead: pairs of
-// extra steps with the activity trace on and paused, interleaved. Each layer that cannot run
+// After the measured steps (AfterMeasurement, on extra steps): trace on/off step pairs give the trace
+// overhead; PM sampling runs a window of one step (PC sampling, on since context creation and
+// drained at every measured step's end, is off by then: the counter users never overlap); the
+// metrics layer (metrics_layer.h) runs with the activity trace paused. Each layer that cannot run
 // says why in Layers(); none of them fails the run.
 //
 // Thread safety: as Profiler (profiler.h). One per process (CUPTI state is process-wide).
@@ -26,25 +23,29 @@
 
 #include <cuda.h>
 
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
-#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "agent/profiler/counter_session.h"
-#include "agent/profiler/cupti_host.h"
+#include "agent/profiler/cupti_callbacks.h"
 #include "agent/profiler/cupti_tracer.h"
 #include "agent/profiler/gpu_probe.h"
 #include "agent/profiler/kernel_aggregator.h"
-#include "agent/profiler/metric_catalog.h"
+#include "agent/profiler/launch_signature.h"
+#include "agent/profiler/metrics_layer.h"
+#include "agent/profiler/metrics_request.h"
 #include "agent/profiler/op_aggregator.h"
 #include "agent/profiler/op_tracer.h"
 #include "agent/profiler/pc_sampler.h"
 #include "agent/profiler/phase_tracker.h"
 #include "agent/profiler/profiler.h"
+#include "agent/profiler/shape_table.h"
 #include "agent/profiler/stall_samples.h"
 
 namespace medprof::profiler {
@@ -55,11 +56,8 @@ struct CuptiProfilerOptions {
   int timeline_steps = 3;            // measured steps kept in the raw timeline
   bool sampling = true;              // PC sampling + PM sampling (need counter permission)
   uint32_t pc_period_exponent = 17;  // PC sampling every 2^N SM cycles
-  bool metrics = false;              // run the metrics layer (range profiler)
-  int metrics_top_k = 20;            // kernels the metrics layer profiles
-  int metrics_launches = 3;          // launches of each profiled (median per metric; 1 = the first only)
+  MetricsRequest metrics;            // the metrics layer (off unless enabled)
   int overhead_pairs = 3;            // trace on/off step pairs for the overhead figure (0: not measured)
-  std::string counter_api = "auto";  // "auto" (by compute capability) | "range" | "legacy"
 };
 
 class CuptiProfiler : public Profiler, private OpListener {
@@ -84,7 +82,7 @@ class CuptiProfiler : public Profiler, private OpListener {
   absl::Status AfterMeasurement(const StepRunner& run, const ProgressFn& progress) override;
   std::vector<v1::WorkerMessage> Results() const override;
   double trace_overhead_pct() const override { return trace_overhead_pct_; }
-  int64_t metrics_wall_ms() const override { return metrics_wall_ms_; }
+  int64_t metrics_wall_ms() const override { return metrics_->wall_ms(); }
 
   // The raw timeline of the first measured steps (for Chrome-trace export).
   std::vector<TimelineEvent> Timeline() const { return kernels_->Timeline(); }
@@ -92,21 +90,21 @@ class CuptiProfiler : public Profiler, private OpListener {
 
  private:
   explicit CuptiProfiler(const CuptiProfilerOptions& options) : options_(options) {}
-  void OnOpBegin(uint32_t op_id) override;
+  void OnOpBegin(uint32_t op_id, uint32_t shape_id) override;
   void OnOpEnd(uint32_t op_id) override;
+  void PushExternalId(uint64_t id);
+  void PopExternalId();
+  // The op (name, phase, shapes) an external correlation id stands for; false for none.
+  bool ResolveExternalId(uint64_t external_id, OpKey* out) const;
+  // The signature of a launch seen by the metrics layer's launch callback, on the launching thread.
+  bool ResolveLaunch(const LaunchEvent& e, const std::function<bool(const std::string&)>& wanted_kernel,
+                     LaunchSignature* out);
   void SynchronizeDevice(const char* where);
   void OnContextCreated(CUcontext ctx);
   absl::Status MeasureTraceOverhead(const StepRunner& run, const ProgressFn& progress);
   absl::Status RunPmWindow(const StepRunner& run, const ProgressFn& progress);
-  absl::Status RunMetrics(const StepRunner& run, const ProgressFn& progress);
-  // One kernel-replay session: `metrics` on `launches` steps' launch of each target (medians
-  // kept). max_passes > 0: refused with ResourceExhausted when the configuration needs more.
-  absl::Status ProfileKernels(const StepRunner& run, const CounterSessionOptions& base,
-                              const std::vector<std::string>& targets, const std::vector<ResolvedMetric>& metrics,
-                              const std::string& label, size_t launches, size_t max_passes = 0);
-  absl::Status ProfilePhases(const StepRunner& run, const CounterSessionOptions& base,
-                             const ResolvedCatalog& catalog);
   v1::MetricValues DerivedMetrics() const;
+  std::vector<v1::KernelFinding> Findings() const;
 
   // Sampling layer.
   std::unique_ptr<PcSampler> pc_;
@@ -116,13 +114,9 @@ class CuptiProfiler : public Profiler, private OpListener {
   absl::Status pm_status_ = absl::UnavailableError("PM sampling: not run");
   std::optional<v1::UtilizationTimeline> utilization_;
   // Metrics layer.
-  absl::Status metrics_status_ = absl::FailedPreconditionError("not requested (submit with --metrics)");
-  std::vector<std::string> metrics_notes_;                               // dropped metrics, dropped ranges...
-  std::map<std::string, std::map<std::string, double>> kernel_metrics_;  // kernel -> medprof name -> value
-  std::map<std::string, std::map<std::string, double>> phase_metrics_;   // phase -> medprof name -> value
-  std::vector<std::string> dropped_metrics_;
-  CounterApi counter_api_ = CounterApi::kRangeProfiler;
-  int64_t metrics_wall_ms_ = 0;
+  std::unique_ptr<MetricsLayer> metrics_;
+  std::mutex demangled_mu_;
+  std::unordered_map<std::string, std::string> demangled_;  // CUPTI symbol name -> demangled
   std::vector<int64_t> measured_wall_ns_;  // the measured steps' wall times
   // Trace overhead.
   double trace_overhead_pct_ = 0.0;
@@ -131,6 +125,7 @@ class CuptiProfiler : public Profiler, private OpListener {
   const CuptiProfilerOptions options_;
   PhaseTracker tracker_;
   OpAggregator ops_;
+  ShapeTable shapes_;
   std::unique_ptr<KernelAggregator> kernels_;
   std::unique_ptr<CuptiTracer> cupti_;
   std::unique_ptr<OpTracer> op_tracer_;

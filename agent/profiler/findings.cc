@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 
 namespace medprof::profiler {
@@ -30,6 +31,41 @@ bool ElementwiseLike(const std::string& category) {
 
 }  // namespace
 
+std::string KernelLabel(const KernelFacts& k);
+
+namespace {
+
+// Every rule that fires for these facts, with its estimated speedup.
+std::vector<Candidate> Candidates(const KernelFacts& k, const FindingsOptions& options);
+
+// Which of the kernel's measured signatures the rule holds for, when not all: "" when it holds for
+// each (or the kernel has fewer than two).
+std::string SignatureScope(const KernelFacts& k, const std::string& rule, const FindingsOptions& options) {
+  if (k.signatures.size() < 2) return "";
+  std::vector<const SignatureFacts*> hold;
+  for (const SignatureFacts& s : k.signatures) {
+    KernelFacts one = k;
+    one.metrics = s.metrics;
+    one.blocks = s.blocks;
+    one.signatures.clear();
+    const std::vector<Candidate> c = Candidates(one, options);
+    if (std::any_of(c.begin(), c.end(), [&](const Candidate& x) { return x.rule == rule; }))
+      hold.push_back(&s);
+  }
+  if (hold.size() == k.signatures.size()) return "";
+  if (hold.empty())
+    return absl::StrCat(" (the aggregate over ", k.signatures.size(), " signatures; none alone)");
+  if (hold.size() == 1) {
+    return absl::StrCat(" (signature ", hold[0]->id, " only: ", hold[0]->op, " ", hold[0]->shapes, ")");
+  }
+  std::vector<std::string> ids;
+  for (const SignatureFacts* s : hold) ids.push_back(s->id);
+  return absl::StrCat(" (", hold.size(), " of ", k.signatures.size(),
+                      " signatures: ", absl::StrJoin(ids, ", "), ")");
+}
+
+}  // namespace
+
 std::string KernelLabel(const KernelFacts& k) {
   if (absl::StrContains(k.name, "RowwiseMoments") || absl::StrContains(k.name, "welford")) {
     return "GroupNorm statistics";
@@ -39,65 +75,73 @@ std::string KernelLabel(const KernelFacts& k) {
   return k.category.empty() ? "kernel" : k.category;
 }
 
+namespace {
+
+std::vector<Candidate> Candidates(const KernelFacts& k, const FindingsOptions& options) {
+  std::vector<Candidate> c;
+  const double issue = Get(k, "issue_active_pct");
+  const double sm_tp = Get(k, "sm_throughput_pct");
+  const double issue_headroom = issue >= 0 ? std::max(0.0, 1.0 - issue / 100.0) : 1.0;
+
+  // Tensor Cores idle on an FMA-bound convolution / GEMM.
+  const double tensor = Get(k, "tensor_pipe_pct");
+  const double fma = Get(k, "fma_pipe_pct");
+  if ((k.category == "conv" || k.category == "gemm") && tensor >= 0 && fma >= 0 && tensor < 5.0 &&
+      fma >= 20.0) {
+    c.push_back({"tensor_cores_idle", fma / 100.0 * (1.0 - options.fp32_to_tensor_peak),
+                 absl::StrFormat("FP32 FMA-bound %s (FMA pipe %.0f%%), Tensor Cores idle",
+                                 k.category == "conv" ? "convolution" : "GEMM", fma)});
+  }
+  // Fewer blocks than SMs: most of the GPU idles.
+  if (options.sm_count > 0 && k.blocks > 0 && k.blocks < options.sm_count) {
+    c.push_back({"small_grid", 1.0 - static_cast<double>(k.blocks) / options.sm_count,
+                 absl::StrFormat("%s: %d blocks on %d SMs", KernelLabel(k), k.blocks, options.sm_count)});
+  }
+  // Memory-bound small kernels: fusion is the fix.
+  const double dram = Get(k, "dram_throughput_pct");
+  if (ElementwiseLike(k.category) && dram >= 60.0 && (sm_tp < 0 || sm_tp < 60.0)) {
+    c.push_back({"memory_bound", 0.5 * dram / 100.0,
+                 absl::StrFormat("memory-bound %s kernel (DRAM %.0f%% of peak): fuse it with its neighbours",
+                                 k.category, dram)});
+  }
+  // Latency: the dominant stall reason, capped by issue-slot headroom.
+  const double cpi = Get(k, "cpi");
+  if (issue >= 0 && issue < 80.0 && cpi > 0) {
+    std::string top;
+    double top_v = 0.0;
+    for (const auto& [name, v] : k.metrics) {
+      if (!absl::StartsWith(name, "stall.") || name == "stall.selected") continue;
+      if (v > top_v) {
+        top_v = v;
+        top = name.substr(6);
+      }
+    }
+    if (!top.empty() && top_v / cpi > 0.3) {
+      c.push_back(
+          {absl::StrCat("stall_", top), std::min(top_v / cpi, issue_headroom),
+           absl::StrFormat("latency-bound: issue slots %.0f%% busy, %.0f%% of warp cycles stalled on %s",
+                           issue, 100.0 * top_v / cpi, top)});
+    }
+  }
+  // Achieved below theoretical occupancy.
+  const double achieved = Get(k, "achieved_occupancy_pct");
+  if (achieved >= 0 && k.theoretical_occupancy > 0) {
+    const double theo = 100.0 * k.theoretical_occupancy;
+    if (achieved < theo * 0.8) {
+      c.push_back({"occupancy", std::min((theo - achieved) / theo, issue_headroom),
+                   absl::StrFormat("achieved occupancy %.0f%% of %.0f%% theoretical", achieved, theo)});
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
 std::vector<v1::KernelFinding> FindKernelFindings(const std::vector<KernelFacts>& kernels,
                                                   const FindingsOptions& options) {
   std::vector<v1::KernelFinding> out;
   for (const KernelFacts& k : kernels) {
-    std::vector<Candidate> c;
-    const double issue = Get(k, "issue_active_pct");
-    const double sm_tp = Get(k, "sm_throughput_pct");
-    const double issue_headroom = issue >= 0 ? std::max(0.0, 1.0 - issue / 100.0) : 1.0;
-
-    // Tensor Cores idle on an FMA-bound convolution / GEMM.
-    const double tensor = Get(k, "tensor_pipe_pct");
-    const double fma = Get(k, "fma_pipe_pct");
-    if ((k.category == "conv" || k.category == "gemm") && tensor >= 0 && fma >= 0 && tensor < 5.0 &&
-        fma >= 20.0) {
-      c.push_back({"tensor_cores_idle", fma / 100.0 * (1.0 - options.fp32_to_tensor_peak),
-                   absl::StrFormat("FP32 FMA-bound %s (FMA pipe %.0f%%), Tensor Cores idle",
-                                   k.category == "conv" ? "convolution" : "GEMM", fma)});
-    }
-    // Fewer blocks than SMs: most of the GPU idles.
-    if (options.sm_count > 0 && k.blocks > 0 && k.blocks < options.sm_count) {
-      c.push_back({"small_grid", 1.0 - static_cast<double>(k.blocks) / options.sm_count,
-                   absl::StrFormat("%s: %d blocks on %d SMs", KernelLabel(k), k.blocks, options.sm_count)});
-    }
-    // Memory-bound small kernels: fusion is the fix.
-    const double dram = Get(k, "dram_throughput_pct");
-    if (ElementwiseLike(k.category) && dram >= 60.0 && (sm_tp < 0 || sm_tp < 60.0)) {
-      c.push_back(
-          {"memory_bound", 0.5 * dram / 100.0,
-           absl::StrFormat("memory-bound %s kernel (DRAM %.0f%% of peak): fuse it with its neighbours",
-                           k.category, dram)});
-    }
-    // Latency: the dominant stall reason, capped by issue-slot headroom.
-    const double cpi = Get(k, "cpi");
-    if (issue >= 0 && issue < 80.0 && cpi > 0) {
-      std::string top;
-      double top_v = 0.0;
-      for (const auto& [name, v] : k.metrics) {
-        if (!absl::StartsWith(name, "stall.") || name == "stall.selected") continue;
-        if (v > top_v) {
-          top_v = v;
-          top = name.substr(6);
-        }
-      }
-      if (!top.empty() && top_v / cpi > 0.3) {
-        c.push_back(
-            {absl::StrCat("stall_", top), std::min(top_v / cpi, issue_headroom),
-             absl::StrFormat("latency-bound: issue slots %.0f%% busy, %.0f%% of warp cycles stalled on %s",
-                             issue, 100.0 * top_v / cpi, top)});
-      }
-    }
-    // Achieved below theoretical occupancy.
-    const double achieved = Get(k, "achieved_occupancy_pct");
-    if (achieved >= 0 && k.theoretical_occupancy > 0) {
-      const double theo = 100.0 * k.theoretical_occupancy;
-      if (achieved < theo * 0.8) {
-        c.push_back({"occupancy", std::min((theo - achieved) / theo, issue_headroom),
-                     absl::StrFormat("achieved occupancy %.0f%% of %.0f%% theoretical", achieved, theo)});
-      }
-    }
+    std::vector<Candidate> c = Candidates(k, options);
     if (c.empty()) continue;
     // Too few blocks is the cause of the latency and occupancy symptoms of the same kernel
     // (no scheduler has enough warps): report the grid, with the largest of their estimates.
@@ -119,7 +163,7 @@ std::vector<v1::KernelFinding> FindKernelFindings(const std::vector<KernelFacts>
     f.set_speedup(std::clamp(best->speedup, 0.0, 1.0));
     f.set_priority(k.share * f.speedup());
     f.set_rule(best->rule);
-    f.set_finding(best->text);
+    f.set_finding(best->text + SignatureScope(k, best->rule, options));
     out.push_back(std::move(f));
   }
   std::sort(out.begin(), out.end(), [](const v1::KernelFinding& a, const v1::KernelFinding& b) {

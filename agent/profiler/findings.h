@@ -16,7 +16,9 @@
 //   occupancy          achieved < theoretical: s = min((theo − achieved)/theo, 1 − issue%)
 // A small grid explains the latency and occupancy symptoms of the same kernel: when it applies it
 // is the finding reported, with the largest of those estimates. Without counters (metrics layer
-// not run) only small_grid applies.
+// not run) only small_grid applies. The rules read the kernel's aggregate over all its launches;
+// when the kernel has several measured signatures and the reported rule holds for some of them only,
+// the finding names them ("(signature 3fa2… only: aten::native_group_norm f32[1,64,32,32,32])").
 //
 // Pure; thread-compatible.
 #pragma once
@@ -29,6 +31,16 @@
 
 namespace medprof::profiler {
 
+// One measured launch signature of a kernel (metrics_layer.h): a rule that fires for the kernel's
+// aggregate is checked on each, and the finding says which signatures it holds for when not all.
+struct SignatureFacts {
+  std::string id;
+  std::string op;
+  std::string shapes;
+  int64_t blocks = 0;                     // its grid x*y*z
+  std::map<std::string, double> metrics;  // its per-launch values
+};
+
 struct KernelFacts {
   std::string name;
   std::string op;  // op of the kernel's largest (op, phase) entry
@@ -37,7 +49,8 @@ struct KernelFacts {
   double share = 0.0;                     // of all kernel time in the measured steps
   int64_t blocks = 0;                     // grid x*y*z of its dominant launch shape (most time)
   double theoretical_occupancy = 0.0;     // 0..1
-  std::map<std::string, double> metrics;  // medprof names (docs/metrics.md), kernel scope
+  std::map<std::string, double> metrics;  // medprof names (docs/metrics.md), kernel scope (the aggregate)
+  std::vector<SignatureFacts> signatures;  // its measured signatures (none without the metrics layer)
 };
 
 struct FindingsOptions {

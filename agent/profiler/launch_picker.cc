@@ -4,34 +4,78 @@
 
 namespace medprof::profiler {
 
-LaunchPicker::LaunchPicker(const std::vector<std::string>& targets,
-                           std::map<std::string, std::array<int32_t, 3>> dominant, size_t launches)
-    : targets_(targets.begin(), targets.end()), dominant_(std::move(dominant)), launches_(std::max<size_t>(1, launches)) {}
-
-void LaunchPicker::BeginStep(size_t index) {
-  any_grid_ = index + 1 >= Steps();
-  this_step_.clear();
-}
-
-bool LaunchPicker::Want(const std::string& kernel, const Grid& grid) const {
-  if (!targets_.count(kernel) || this_step_.count(kernel)) return false;
-  auto have = ranges_of_.find(kernel);
-  if (have != ranges_of_.end()) {
-    return have->second.size() < launches_ && order_[have->second.front()].second == grid;
+std::vector<KernelTarget> ChooseSignatures(const v1::KernelSignatures& signatures, int top_k, double coverage,
+                                           int max_signatures) {
+  std::map<std::string, KernelTarget> by_kernel;
+  for (const v1::KernelSignature& s : signatures.signatures()) {
+    KernelTarget& k = by_kernel[s.kernel()];
+    k.kernel = s.kernel();
+    k.total_ns += s.total_ns();
+    k.signatures += 1;
+    k.chosen.push_back(&s);
   }
-  if (any_grid_) return true;
-  auto d = dominant_.find(kernel);
-  if (d == dominant_.end()) return true;  // no trace shape known: the first launch is as good as any
-  return static_cast<int32_t>(grid[0]) == d->second[0] && static_cast<int32_t>(grid[1]) == d->second[1] &&
-         static_cast<int32_t>(grid[2]) == d->second[2];
+  std::vector<KernelTarget> kernels;
+  for (auto& [name, k] : by_kernel) kernels.push_back(std::move(k));
+  std::sort(kernels.begin(), kernels.end(), [](const KernelTarget& a, const KernelTarget& b) {
+    return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.kernel < b.kernel;
+  });
+  if (static_cast<int>(kernels.size()) > top_k) kernels.resize(static_cast<size_t>(std::max(0, top_k)));
+  for (KernelTarget& k : kernels) {
+    std::stable_sort(k.chosen.begin(), k.chosen.end(), [](const v1::KernelSignature* a, const v1::KernelSignature* b) {
+      return a->total_ns() > b->total_ns();
+    });
+    int64_t covered = 0;
+    size_t keep = 0;
+    while (keep < k.chosen.size() && static_cast<int>(keep) < std::max(1, max_signatures) &&
+           (keep == 0 || static_cast<double>(covered) < coverage * static_cast<double>(k.total_ns))) {
+      covered += k.chosen[keep]->total_ns();
+      ++keep;
+    }
+    k.chosen.resize(keep);
+  }
+  return kernels;
 }
 
-void LaunchPicker::Profiled(const std::string& kernel, const Grid& grid) {
-  std::vector<size_t>& mine = ranges_of_[kernel];
-  mine.push_back(order_.size());
+LaunchSignature ToLaunchSignature(const v1::KernelSignature& s) {
+  LaunchSignature out;
+  out.kernel = s.kernel();
+  out.op = s.op();
+  out.phase = s.phase();
+  out.shapes = s.shapes();
+  for (int i = 0; i < 3; ++i) {
+    out.grid[i] = i < s.grid_size() ? s.grid(i) : 0;
+    out.block[i] = i < s.block_size() ? s.block(i) : 0;
+  }
+  out.dynamic_shared_bytes = s.dynamic_shared_bytes();
+  return out;
+}
+
+LaunchPicker::LaunchPicker(const std::vector<LaunchSignature>& targets, size_t launches)
+    : launches_(std::max<size_t>(1, launches)) {
+  for (const LaunchSignature& t : targets) {
+    if (index_.emplace(t, ranges_of_.size()).second) {
+      ranges_of_.emplace_back();
+      kernels_.insert(t.kernel);
+    }
+  }
+  this_step_.assign(ranges_of_.size(), false);
+}
+
+void LaunchPicker::BeginStep() { std::fill(this_step_.begin(), this_step_.end(), false); }
+
+bool LaunchPicker::Want(const LaunchSignature& s) const {
+  auto it = index_.find(s);
+  if (it == index_.end()) return false;
+  return !this_step_[it->second] && ranges_of_[it->second].size() < launches_;
+}
+
+void LaunchPicker::Profiled(const LaunchSignature& s) {
+  auto it = index_.find(s);
+  if (it == index_.end()) return;
+  std::vector<size_t>& mine = ranges_of_[it->second];
+  mine.push_back(ranges_++);
+  this_step_[it->second] = true;
   if (mine.size() == launches_) ++complete_;
-  this_step_.insert(kernel);
-  order_.emplace_back(kernel, grid);
 }
 
 }  // namespace medprof::profiler

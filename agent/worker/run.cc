@@ -179,15 +179,9 @@ int RunWorker(const RunContext& in) {
   }
   auto choice = profiler::ChooseBackend(c.device(), probe, profiler::TorchHasCuda());
   if (!choice.ok()) return Fail(ctx, choice.status(), "choosing the device");
-  profiler::ProfilerRequest request;
-  request.trace = c.trace();
-  request.sampling = c.sampling();
-  request.metrics = c.metrics();
-  request.metrics_top_k = c.metrics_top_k();
-  request.metrics_launches = c.metrics_launches();
-  request.overhead_pairs = c.overhead_pairs();
-  request.counter_api = c.counter_api();
-  auto created = profiler::CreateProfiler(*choice, probe, request);
+  auto request = profiler::ProfilerRequestFor(c);
+  if (!request.ok()) return Fail(ctx, request.status(), "reading the profiler request");
+  auto created = profiler::CreateProfiler(*choice, probe, *request);
   if (!created.ok()) return Fail(ctx, created.status(), "creating the profiler");
   std::unique_ptr<profiler::Profiler> prof = std::move(created->profiler);
   kLog.Info("device {}, profiler backend {}{}", choice->device == v1::DEVICE_KIND_CUDA ? "cuda" : "cpu",

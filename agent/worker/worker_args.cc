@@ -39,7 +39,8 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
   std::string preset, phase, device = "auto", job, out, log_level = "info";
   int volume = 0, depth = 0, height = 0, width = 0, steps = 0, warmup = 0, batch = 0;
   int base_channels = 0, res_blocks = 0, in_channels = 0, out_channels = 0, groups = 0;
-  int grad_accum = 0, sample_steps = 0, threads = 0, result_fd = -1, metrics_top_k = 0, metrics_launches = 0;
+  int grad_accum = 0, sample_steps = 0, threads = 0, result_fd = -1, metrics_top_k = 0, metrics_launches = 0,
+      metrics_coverage = 0, metrics_signatures = 0;
   double lr = 0;
   uint64_t seed = 0;
   std::vector<int> channel_mult, attention_ds;
@@ -88,6 +89,11 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
   auto* o_launches = app.add_option("--metrics-launches", metrics_launches,
                                     "Steps in which the metrics layer profiles each kernel's launch; the median "
                                     "per metric is stored (default 3, 1..9)");
+  auto* o_coverage = app.add_option("--metrics-coverage-pct", metrics_coverage,
+                                    "Share of each kernel's time whose launch signatures are profiled, in order of "
+                                    "time (default 90, 50..100)");
+  auto* o_signatures = app.add_option("--metrics-max-signatures", metrics_signatures,
+                                      "At most this many signatures profiled per kernel (default 8, 1..32)");
   int overhead_pairs = 0;
   bool no_sampling = false, no_trace = false;
   auto* o_pairs = app.add_option("--overhead-pairs", overhead_pairs,
@@ -200,6 +206,8 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
   if (f_metrics->count()) c.set_metrics(true);
   if (o_topk->count()) c.set_metrics_top_k(metrics_top_k);
   if (o_launches->count()) c.set_metrics_launches(metrics_launches);
+  if (o_coverage->count()) c.set_metrics_coverage_pct(metrics_coverage);
+  if (o_signatures->count()) c.set_metrics_max_signatures(metrics_signatures);
   if (o_pairs->count()) c.set_overhead_pairs(overhead_pairs);
   if (f_no_sampling->count()) c.set_sampling(false);
   if (f_no_trace->count()) c.set_trace(false);

@@ -233,5 +233,26 @@ TEST(Findings, SortedByPriorityAndLatencyCappedByIssueHeadroom) {
   EXPECT_THAT(f[1].finding(), HasSubstr("90% of warp cycles stalled on long_scoreboard"));
 }
 
+// A rule that fires on the aggregate is checked on each measured signature; the finding names the
+// ones it holds for when not all do.
+TEST(Findings, AFindingThatHoldsForOneSignatureOnlySaysWhich) {
+  KernelFacts k = Conv(0.4, 45.0, 0.0);  // aggregate: FMA 45 %, Tensor Cores idle
+  k.signatures = {{"aaaaaaaaaaaa", "aten::cudnn_convolution", "f32[1,64,128,128,128]", 1024,
+                   {{"fma_pipe_pct", 80.0}, {"tensor_pipe_pct", 0.0}, {"issue_active_pct", 90.0}}},
+                  {"bbbbbbbbbbbb", "aten::cudnn_convolution", "f32[1,256,8,8,8]", 16,
+                   {{"fma_pipe_pct", 10.0}, {"tensor_pipe_pct", 0.0}, {"issue_active_pct", 90.0}}}};
+  FindingsOptions o;
+  o.sm_count = 0;  // no small_grid: the 16-block signature must not change the rule
+  const auto f = FindKernelFindings({k}, o);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule(), "tensor_cores_idle");
+  EXPECT_EQ(f[0].finding(),
+            "FP32 FMA-bound convolution (FMA pipe 45%), Tensor Cores idle (signature aaaaaaaaaaaa only: "
+            "aten::cudnn_convolution f32[1,64,128,128,128])");
+  // Holding for every signature: nothing added.
+  k.signatures[1].metrics["fma_pipe_pct"] = 60.0;
+  EXPECT_EQ(FindKernelFindings({k}, o)[0].finding(), "FP32 FMA-bound convolution (FMA pipe 45%), Tensor Cores idle");
+}
+
 }  // namespace
 }  // namespace medprof::profiler

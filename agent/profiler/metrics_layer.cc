@@ -1,0 +1,348 @@
+#include "agent/profiler/metrics_layer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "agent/profiler/cupti_host.h"
+#include "agent/profiler/extra_step_observer.h"
+#include "agent/profiler/launch_picker.h"
+#include "agent/profiler/range_profiler.h"
+#include "common/clock.h"
+#include "common/kernel_aggregate.h"
+#include "common/logging.h"
+#include "common/status.h"
+
+namespace medprof::profiler {
+namespace {
+
+const Logger kLog("profiler");
+
+// One range's values under their medprof names (sanitized; a non-finite value is left out), plus
+// dram_bytes = read + write when both are there.
+void StoreRangeValues(const std::vector<ResolvedMetric>& metrics, const std::vector<double>& values,
+                      std::map<std::string, double>* out) {
+  for (size_t i = 0; i < metrics.size() && i < values.size(); ++i) {
+    double v = values[i];
+    if (SanitizeMetricValue(metrics[i], &v)) (*out)[metrics[i].name] = v;
+  }
+  SumDramBytes(out);
+}
+
+CounterApi ChooseApi(CounterApiChoice choice, const std::string& compute_capability) {
+  if (choice == CounterApiChoice::kLegacy) return CounterApi::kLegacy;
+  if (choice == CounterApiChoice::kRange) return CounterApi::kRangeProfiler;
+  int major = 0, minor = 0;
+  (void)std::sscanf(compute_capability.c_str(), "%d.%d", &major, &minor);
+  return DefaultCounterApi(major, minor);
+}
+
+// Each replayed launch's duration in the log, at info level when they spread by more than 5 %.
+void LogSpread(const std::string& what, const std::vector<std::map<std::string, double>>& values,
+               double spread) {
+  const std::string each =
+      absl::StrJoin(values, " / ", [](std::string* o, const std::map<std::string, double>& v) {
+        auto d = v.find("duration_ns");
+        o->append(d == v.end() ? "-" : absl::StrFormat("%.1f", d->second / 1e3));
+      });
+  if (spread > 5.0) {
+    kLog.Info("metrics layer: {}: replayed durations {} us, spread {:.1f} %, median kept", what, each,
+              spread);
+  } else {
+    kLog.Debug("metrics layer: {}: replayed durations {} us", what, each);
+  }
+}
+
+}  // namespace
+
+MetricsLayer::MetricsLayer(const GpuInfo& gpu, const MetricsRequest& request, Hooks hooks)
+    : gpu_(gpu), request_(request), hooks_(std::move(hooks)) {}
+
+absl::Status MetricsLayer::Run(const StepRunner& run, const ProgressFn& progress,
+                               const v1::KernelSignatures& signatures) {
+  if (!request_.enabled) return absl::OkStatus();
+  const int64_t begin = MonotonicNs();
+  status_ = Measure(run, progress, signatures);
+  wall_ms_ = (MonotonicNs() - begin) / 1'000'000;
+  if (status_.code() == absl::StatusCode::kAborted) return status_;  // the workload failed
+  if (!status_.ok()) kLog.Warn("metrics layer: {}", status_.ToString());
+  return absl::OkStatus();
+}
+
+absl::Status MetricsLayer::Measure(const StepRunner& run, const ProgressFn& progress,
+                                   const v1::KernelSignatures& signatures) {
+  api_ = ChooseApi(request_.counter_api, gpu_.compute_capability);
+  notes_.push_back(absl::StrCat("counter API: ", CounterApiName(api_)));
+  if (api_ == CounterApi::kLegacy) {
+    notes_.push_back(
+        "the legacy Profiling API path is validated against the range profiler on Hopper (H200), "
+        "not on a V100");
+  } else {
+    MEDPROF_RETURN_IF_ERROR(DeviceSupported(gpu_.index, CUPTI_PROFILER_RANGE_PROFILING));
+  }
+  Session session;
+  MEDPROF_ASSIGN_OR_RETURN(session.base.ctx, CurrentContext());
+  MEDPROF_ASSIGN_OR_RETURN(session.base.chip, ChipName(gpu_.index));
+  MEDPROF_ASSIGN_OR_RETURN(session.base.availability, CounterAvailability(session.base.ctx));
+  MEDPROF_ASSIGN_OR_RETURN(
+      std::unique_ptr<CuptiHost> host,
+      CuptiHost::Create(CUPTI_PROFILER_TYPE_RANGE_PROFILER, session.base.chip, session.base.availability));
+  const ResolvedCatalog cat = ResolveCatalog(MetricCatalog(), session.base.chip,
+                                             [&](const std::string& m) { return host->Validity(m); });
+  for (const DroppedMetric& d : cat.dropped) {
+    dropped_.push_back(d.name);
+    notes_.push_back(absl::StrCat("dropped ", d.name, ": ", d.reason));
+  }
+  const std::vector<KernelTarget> kernels =
+      ChooseSignatures(signatures, request_.top_k, request_.coverage_pct / 100.0, request_.max_signatures);
+  for (const KernelTarget& k : kernels) {
+    for (const v1::KernelSignature* s : k.chosen) {
+      session.targets.push_back(ToLaunchSignature(*s));
+      session.ids.push_back(s->id());
+    }
+  }
+  progress("metrics", 0, 2,
+           absl::StrCat("metrics layer: ", kernels.size(), " kernels, ", session.targets.size(),
+                        " signatures on ", session.base.chip, " (", CounterApiName(api_), ")"));
+  if (!session.targets.empty()) {
+    MEDPROF_RETURN_IF_ERROR(ProfileSignatures(run, progress, session, cat, host.get()));
+    Aggregate(signatures, cat);
+  }
+  progress("metrics", 1, 2, "metrics layer: phase ranges");
+  MEDPROF_RETURN_IF_ERROR(ProfilePhases(run, session.base, cat));
+  progress("metrics", 2, 2,
+           absl::StrCat("metrics layer: ", kernel_metrics_.size(), " kernels (", signature_metrics_.size(),
+                        " signatures), ", phase_metrics_.size(), " phases"));
+  return absl::OkStatus();
+}
+
+absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const ProgressFn& progress,
+                                             const Session& session, const ResolvedCatalog& cat,
+                                             CuptiHost* host) {
+  (void)progress;
+  const size_t launches = static_cast<size_t>(std::max(1, request_.launches));
+  // Every core metric the chip can count in one pass goes into one-pass sessions (GH100: 24 of the
+  // 25 in 6 sessions), so each value comes from one execution of the kernel as the application ran
+  // it, with no memory restore before it; the rest of the core set is replayed.
+  const SinglePassPlan plan = PackSinglePass(
+      cat.InGroups({MetricGroup::kCore}),
+      [&](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
+        MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> config, host->NewConfig(perfworks));
+        return config->passes();
+      });
+  kLog.Info("metrics layer: core counters in {} one-pass sessions, {} replayed; {} signatures",
+            plan.groups.size(), plan.rest.size(), session.targets.size());
+  std::vector<ResolvedMetric> replayed = plan.rest;
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    const absl::Status s =
+        ProfileKernels(run, session, plan.groups[g],
+                       absl::StrCat("core, one pass ", g + 1, "/", plan.groups.size()), launches, 1);
+    if (s.code() == absl::StatusCode::kResourceExhausted) {  // the device disagrees with the host's count
+      kLog.Warn("metrics layer: {}; these metrics are replayed instead", std::string(s.message()));
+      replayed.insert(replayed.end(), plan.groups[g].begin(), plan.groups[g].end());
+      continue;
+    }
+    MEDPROF_RETURN_IF_ERROR(s);
+  }
+  MEDPROF_RETURN_IF_ERROR(ProfileKernels(run, session, replayed, "core, replayed", launches));
+  // Stalls, throughputs and the SASS mix: ratios and counts of one launch (16 passes on GH100).
+  MEDPROF_RETURN_IF_ERROR(ProfileKernels(
+      run, session, cat.InGroups({MetricGroup::kStalls, MetricGroup::kThroughput, MetricGroup::kSass}),
+      "stalls, throughput, sass", 1));
+  // DRAM bytes as the sum of the stored read and write medians, whichever sessions they came from.
+  for (auto& [id, values] : signature_metrics_) SumDramBytes(&values);
+  return absl::OkStatus();
+}
+
+absl::Status MetricsLayer::ProfileKernels(const StepRunner& run, const Session& session,
+                                          const std::vector<ResolvedMetric>& metrics,
+                                          const std::string& label, size_t launches, size_t max_passes) {
+  if (metrics.empty()) return absl::OkStatus();  // none valid on this chip (recorded as dropped)
+  CounterSessionOptions o = session.base;
+  for (const ResolvedMetric& m : metrics) o.metrics.push_back(m.perfworks);
+  o.range = CUPTI_AutoRange;
+  o.replay = CUPTI_KernelReplay;
+  o.max_ranges = session.targets.size() * launches;
+  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CounterSession> target, NewCounterSession(api_, o));
+  if (max_passes > 0 && target->passes() > max_passes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(metrics.size(), " metrics need ", target->passes(), " passes, more than ", max_passes));
+  }
+  kLog.Info(
+      "metrics layer ({}, {}): {} metrics in {} passes per launch (kernel replay), {} signatures x {} "
+      "launches",
+      CounterApiName(api_), label, metrics.size(), target->passes(), session.targets.size(), launches);
+  LaunchPicker picker(session.targets, launches);
+  MEDPROF_RETURN_IF_ERROR(RunPicker(run, target.get(), &picker));
+  size_t dropped = 0;
+  MEDPROF_ASSIGN_OR_RETURN(std::vector<RangeValues> ranges, target->Decode(&dropped));
+  if (dropped > 0) notes_.push_back(absl::StrCat(dropped, " kernel ranges dropped by CUPTI (", label, ")"));
+  if (ranges.size() < picker.ranges()) {
+    notes_.push_back(absl::StrCat("CUPTI decoded ", ranges.size(), " of ", picker.ranges(),
+                                  " profiled launches (", label, "); the rest are missing"));
+  }
+  StoreMedians(session, picker, metrics, ranges, label);
+  return absl::OkStatus();
+}
+
+// Profiles, in up to picker->Steps() extra steps, the launches the picker wants: range Start at a
+// wanted launch's API enter, Stop at the same launch's exit.
+absl::Status MetricsLayer::RunPicker(const StepRunner& run, CounterSession* target, LaunchPicker* picker) {
+  absl::Status hook_status;
+  uint32_t active = 0;  // correlation id of the launch being profiled (0: none)
+  LaunchSignature current;
+  const auto wanted = [picker](const std::string& kernel) { return picker->WantsKernel(kernel); };
+  MEDPROF_ASSIGN_OR_RETURN(CuptiCallbacks * callbacks, CuptiCallbacks::Install());
+  MEDPROF_RETURN_IF_ERROR(callbacks->SetLaunchHook([&](const LaunchEvent& e) {
+    if (!hook_status.ok() || e.symbol == nullptr) return;
+    if (e.enter) {
+      LaunchSignature s;
+      if (active != 0 || !hooks_.resolve(e, wanted, &s) || !picker->Want(s)) return;
+      hook_status = target->Start();
+      if (!hook_status.ok()) return;
+      active = e.correlation_id == 0 ? 1 : e.correlation_id;
+      current = std::move(s);
+    } else if (active != 0 && (e.correlation_id == active || e.correlation_id == 0)) {
+      auto all = target->Stop();
+      active = 0;
+      if (!all.ok()) {
+        hook_status = all.status();
+        return;
+      }
+      picker->Profiled(current);
+    }
+  }));
+  absl::Status ran;
+  for (size_t step = 0; step < picker->Steps() && !picker->Complete() && hook_status.ok(); ++step) {
+    picker->BeginStep();
+    ExtraStepObserver obs(hooks_.observer);
+    ran = run(1, &obs);
+    if (!ran.ok()) break;
+  }
+  MEDPROF_RETURN_IF_ERROR(callbacks->SetLaunchHook(nullptr));
+  if (!ran.ok()) return absl::AbortedError(ran.message());
+  return hook_status;
+}
+
+void MetricsLayer::StoreMedians(const Session& session, const LaunchPicker& picker,
+                                const std::vector<ResolvedMetric>& metrics,
+                                const std::vector<RangeValues>& ranges, const std::string& label) {
+  size_t missing = 0, short_of = 0;
+  for (size_t t = 0; t < session.targets.size(); ++t) {
+    std::vector<std::map<std::string, double>> values;
+    for (size_t r : picker.RangesOf()[t]) {
+      if (r < ranges.size()) StoreRangeValues(metrics, ranges[r].values, &values.emplace_back());
+    }
+    if (values.empty()) {
+      ++missing;
+      continue;
+    }
+    if (values.size() < picker.launches()) ++short_of;
+    std::map<std::string, double> combined = MedianOfLaunches(values);
+    // launch.samples describes the core counters (the session with the duration); other sessions
+    // leave it as it is.
+    if (!combined.count("duration_ns")) combined.erase("launch.samples");
+    if (auto spread = combined.find("launch.duration_spread_pct"); spread != combined.end()) {
+      LogSpread(absl::StrCat(session.targets[t].kernel, " [", session.ids[t], "]"), values, spread->second);
+    }
+    Values& out = signature_metrics_[session.ids[t]];
+    for (const auto& [name, v] : combined) out[name] = v;
+  }
+  if (missing > 0) {
+    notes_.push_back(absl::StrCat(missing, " of ", session.targets.size(),
+                                  " signatures not launched in the metrics steps (", label, ")"));
+  }
+  if (short_of > 0) {
+    notes_.push_back(
+        absl::StrCat(short_of, " signatures with fewer than ", picker.launches(), " launches (", label, ")"));
+  }
+  kLog.Info("metrics layer ({}): {} of {} signatures profiled ({} metrics)", label,
+            session.targets.size() - missing, session.targets.size(), metrics.size());
+}
+
+void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const ResolvedCatalog& catalog) {
+  std::map<std::string, std::string> units = {{"dram_bytes", "bytes"}};
+  for (const ResolvedMetric& m : catalog.metrics) units[m.name] = m.unit;
+  const auto is_counter = [&units](const std::string& name) {
+    auto u = units.find(name);
+    return u != units.end() && aggregate::IsCounterUnit(u->second);
+  };
+  const double steps = std::max(1, signatures.steps());
+  const std::vector<KernelTarget> kernels =
+      ChooseSignatures(signatures, request_.top_k, request_.coverage_pct / 100.0, request_.max_signatures);
+  for (const KernelTarget& k : kernels) {
+    std::vector<aggregate::SignatureSample> samples;
+    for (const v1::KernelSignature* s : k.chosen) {
+      auto it = signature_metrics_.find(s->id());
+      if (it == signature_metrics_.end()) continue;
+      samples.push_back({it->second, s->count() / steps, s->total_ns() / steps});
+    }
+    Values out = aggregate::AggregateKernel(samples, k.total_ns / steps, is_counter);
+    if (out.empty()) continue;
+    out["signatures.total"] = k.signatures;
+    const v1::KernelSignature& top = *k.chosen.front();
+    for (int i = 0; i < 3 && i < top.grid_size(); ++i)
+      out[std::string("launch.grid_") + "xyz"[i]] = top.grid(i);
+    kernel_metrics_[k.kernel] = std::move(out);
+  }
+}
+
+absl::Status MetricsLayer::ProfilePhases(const StepRunner& run, const CounterSessionOptions& base,
+                                         const ResolvedCatalog& catalog) {
+  const std::vector<ResolvedMetric> metrics = catalog.InGroups({MetricGroup::kCore});
+  CounterSessionOptions o = base;
+  o.metrics = catalog.PerfworksNames({MetricGroup::kCore});
+  o.range = CUPTI_UserRange;
+  o.replay = CUPTI_UserReplay;
+  o.max_ranges = 8;  // fwd, bwd, optim, sample_step (+ room)
+  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CounterSession> target, NewCounterSession(api_, o));
+  const size_t passes = target->passes();
+  kLog.Info("metrics layer ({}): phase ranges, {} metrics in {} passes (one step each)", CounterApiName(api_),
+            metrics.size(), passes);
+  const std::set<std::string> phases = {"fwd", "bwd", "optim", "sample_step"};
+  absl::Status range_status;
+  const size_t max_passes = (passes > 0 ? passes : 64) + 2;
+  bool all = false;
+  for (size_t pass = 0; pass < max_passes && !all; ++pass) {
+    std::set<std::string> seen;  // one range per phase per pass
+    std::string open;
+    ExtraStepObserver obs(hooks_.observer);
+    obs.phase_begin = [&](std::string_view name) {
+      const std::string n(name);
+      if (!range_status.ok() || !open.empty() || !phases.count(n) || seen.count(n)) return;
+      hooks_.synchronize("phase range begin");
+      range_status = target->PushRange(n.c_str());
+      if (!range_status.ok()) return;
+      open = n;
+      seen.insert(n);
+    };
+    obs.phase_end = [&](std::string_view name) {
+      if (open.empty() || name != open) return;
+      hooks_.synchronize("phase range end");
+      if (absl::Status s = target->PopRange(); !s.ok()) range_status = s;
+      open.clear();
+    };
+    MEDPROF_RETURN_IF_ERROR(target->Start());
+    const absl::Status ran = run(1, &obs);
+    if (!open.empty()) (void)target->PopRange();
+    auto stopped = target->Stop();
+    if (!ran.ok()) return absl::AbortedError(ran.message());
+    MEDPROF_RETURN_IF_ERROR(range_status);
+    MEDPROF_ASSIGN_OR_RETURN(all, stopped);
+  }
+  if (!all) {
+    return absl::InternalError(
+        absl::StrCat("phase ranges: not every pass was submitted after ", max_passes, " steps"));
+  }
+  size_t dropped = 0;
+  MEDPROF_ASSIGN_OR_RETURN(std::vector<RangeValues> ranges, target->Decode(&dropped));
+  if (dropped > 0) notes_.push_back(absl::StrCat(dropped, " phase ranges dropped by CUPTI"));
+  for (const RangeValues& r : ranges) StoreRangeValues(metrics, r.values, &phase_metrics_[r.name]);
+  kLog.Info("metrics layer: {} phase ranges", phase_metrics_.size());
+  return absl::OkStatus();
+}
+
+}  // namespace medprof::profiler
