@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/clock.h"
 
 namespace medprof::profiler {
@@ -66,6 +67,32 @@ std::string DtypeName(c10::ScalarType t) {
   }
 }
 
+// The layout of a tensor: "" when contiguous, "cl" when channels-last (NHWC or NDHWC) dense,
+// else its strides ("s[...]"). Two launches with the same sizes and other layouts (the copy into
+// channels-last and the copy back) are other problems.
+std::string LayoutOf(const at::Tensor& t) {
+  const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
+  const size_t n = sizes.size();
+  auto dense = [&](const std::vector<size_t>& order) {  // dims from innermost out
+    int64_t expect = 1;
+    for (size_t d : order) {
+      if (sizes[d] != 1 && strides[d] != expect) return false;
+      expect *= sizes[d];
+    }
+    return true;
+  };
+  std::vector<size_t> row_major;
+  for (size_t i = n; i-- > 0;) row_major.push_back(i);
+  if (dense(row_major)) return "";
+  if (n == 4 || n == 5) {
+    std::vector<size_t> cl = {1};  // channels innermost, then the spatial dims from the last, then N
+    for (size_t i = n - 1; i >= 2; --i) cl.push_back(i);
+    cl.push_back(0);
+    if (dense(cl)) return "cl";
+  }
+  return absl::StrCat("s[", absl::StrJoin(strides, ","), "]");
+}
+
 void HashTensor(const at::Tensor& t, ShapeHasher* h) {
   if (!t.defined()) {
     h->Add(~uint64_t{0});
@@ -73,6 +100,38 @@ void HashTensor(const at::Tensor& t, ShapeHasher* h) {
   }
   h->Add(static_cast<uint64_t>(t.scalar_type()) << 8 | static_cast<uint64_t>(t.dim()));
   for (int64_t d : t.sizes()) h->Add(static_cast<uint64_t>(d));
+  for (int64_t d : t.strides()) h->Add(static_cast<uint64_t>(d) ^ 0x5354u << 48);
+}
+
+// Non-tensor arguments that select another problem (a convolution's stride, padding, groups):
+// ints, int lists, doubles and bools; true when `v` is one.
+bool HashScalar(const c10::IValue& v, ShapeHasher* h) {
+  if (v.isInt()) {
+    h->Add(0x494e54u);
+    h->Add(static_cast<uint64_t>(v.toInt()));
+  } else if (v.isBool()) {
+    h->Add(0x424f4f4cu + (v.toBool() ? 1 : 0));
+  } else if (v.isDouble()) {
+    const double d = v.toDouble();
+    uint64_t bits = 0;
+    std::memcpy(&bits, &d, sizeof(bits));
+    h->Add(0x44424cu);
+    h->Add(bits);
+  } else if (v.isIntList()) {
+    h->Add(0x494c53u);
+    for (int64_t x : v.toIntVector()) h->Add(static_cast<uint64_t>(x));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+std::string DescribeScalar(const c10::IValue& v) {
+  if (v.isInt()) return absl::StrCat(v.toInt());
+  if (v.isBool()) return v.toBool() ? "true" : "false";
+  if (v.isDouble()) return absl::StrCat(v.toDouble());
+  if (v.isIntList()) return absl::StrCat("[", absl::StrJoin(v.toIntVector(), ","), "]");
+  return "";
 }
 
 std::string DescribeTensor(const at::Tensor& t) {
@@ -85,10 +144,11 @@ std::string DescribeTensor(const at::Tensor& t) {
     first = false;
   }
   out.push_back(']');
-  return out;
+  return out + LayoutOf(t);
 }
 
-// Tensor inputs and tensor lists (a list of more than 4 is summarized by its length and first).
+// Tensor inputs (sizes and layout), tensor lists (a list of more than 4 is summarized by its length
+// and first) and the scalar arguments of HashScalar, in argument order.
 std::string DescribeInputs(c10::ArrayRef<const c10::IValue> inputs) {
   std::string out;
   auto add = [&out](const std::string& part) { absl::StrAppend(&out, out.empty() ? "" : " ", part); };
@@ -104,6 +164,8 @@ std::string DescribeInputs(c10::ArrayRef<const c10::IValue> inputs) {
       std::string inner;
       for (size_t i = 0; i < list.size(); ++i) absl::StrAppend(&inner, i ? " " : "", DescribeTensor(list.get(i)));
       add(absl::StrCat("(", inner, ")"));
+    } else if (std::string scalar = DescribeScalar(v); !scalar.empty()) {
+      add(scalar);
     }
   }
   return out;
@@ -123,6 +185,8 @@ uint32_t ShapeIdOf(const at::RecordFunction& fn, ShapeTable* table, uint64_t ses
         h.Add(0x4c495354u ^ list.size());
         for (size_t i = 0; i < list.size(); ++i) HashTensor(list.get(i), &h);
         any = true;
+      } else {
+        (void)HashScalar(v, &h);
       }
     }
   } catch (const std::exception&) {

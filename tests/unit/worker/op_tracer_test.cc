@@ -159,12 +159,53 @@ TEST(OpTracerTest, InputShapesReachTheListenerAsInternedIds) {
   ASSERT_EQ(listener.shapes[conv].size(), 2u);  // 6^3 and 8^3 inputs; the second 6^3 call reuses its id
   std::set<std::string> texts;
   for (uint32_t id : listener.shapes[conv]) texts.insert(shapes.Lookup(id));
-  EXPECT_THAT(texts, ::testing::ElementsAre("f32[1,1,6,6,6] f32[2,1,3,3,3]", "f32[1,1,8,8,8] f32[2,1,3,3,3]"));
+  EXPECT_THAT(texts, ::testing::ElementsAre("f32[1,1,6,6,6] f32[2,1,3,3,3] [1] [0] [1] 1",
+                                            "f32[1,1,8,8,8] f32[2,1,3,3,3] [1] [0] [1] 1"));
   // A list of more than four tensors is summarized by its length and first element.
   const uint32_t cat = ops.Intern("aten::cat", "fwd");
   ASSERT_EQ(listener.shapes[cat].size(), 1u);
-  EXPECT_EQ(shapes.Lookup(*listener.shapes[cat].begin()), "(5x f32[2,3]...)");
+  EXPECT_EQ(shapes.Lookup(*listener.shapes[cat].begin()), "(5x f32[2,3]...) 0");
   EXPECT_EQ(shapes.Lookup(0), "");
+}
+
+// Same sizes, another problem: the layout of a tensor (the copy into channels-last and the copy
+// back) and the scalar arguments (a convolution's stride) give other ids, and the text says how.
+TEST(OpTracerTest, LayoutAndScalarArgumentsSeparateSignatures) {
+  PhaseTracker tracker;
+  OpAggregator ops;
+  ShapeTable shapes;
+  CountingListener listener;
+  MEDPROF_ASSERT_OK_AND_ASSIGN(auto tracer, OpTracer::Create(&tracker, &ops, &listener, &shapes));
+  ASSERT_THAT(tracer->Start(), IsOk());
+  tracker.BeginStep(0, true);
+  tracker.BeginPhase("fwd");
+  const at::Tensor x = at::ones({1, 2, 4, 4, 4});
+  const at::Tensor w = at::ones({2, 2, 3, 3, 3});
+  at::conv3d(x, w, {}, /*stride=*/1);
+  at::conv3d(x, w, {}, /*stride=*/2);
+  at::Tensor cl = at::empty_like(x, at::MemoryFormat::ChannelsLast3d);
+  cl.copy_(x);
+  at::Tensor back = at::empty_like(x);
+  back.copy_(cl);
+  at::Tensor strided = at::ones({4, 8}).t().contiguous().t();
+  back.copy_(cl);  // the same as the one before: the same id
+  (void)at::neg(strided);
+  tracker.EndPhase("fwd");
+  tracker.EndStep();
+  tracer->Stop();
+
+  const auto texts = [&](const char* op) {
+    std::set<std::string> out;
+    for (uint32_t id : listener.shapes[ops.Intern(op, "fwd")]) out.insert(shapes.Lookup(id));
+    return out;
+  };
+  EXPECT_THAT(texts("aten::conv3d"),
+              ::testing::ElementsAre("f32[1,2,4,4,4] f32[2,2,3,3,3] [1] [0] [1] 1",
+                                     "f32[1,2,4,4,4] f32[2,2,3,3,3] [2] [0] [1] 1"));
+  EXPECT_THAT(texts("aten::copy_"), ::testing::ElementsAre("f32[1,2,4,4,4] f32[1,2,4,4,4]cl false",
+                                                           "f32[1,2,4,4,4]cl f32[1,2,4,4,4] false",
+                                                           "f32[8,4] f32[8,4]s[1,8] false"));  // contiguous()
+  EXPECT_THAT(texts("aten::neg"), ::testing::ElementsAre("f32[4,8]s[1,4]"));
 }
 
 TEST(OpTracerTest, WithoutAShapeTableEveryShapeIdIsZero) {
