@@ -18,6 +18,7 @@
 #include "agent/worker/exit_codes.h"
 #include "agent/worker/result_channel.h"
 #include "agent/worker/run.h"
+#include "agent/worker/crash_report.h"
 #include "agent/worker/signal_watcher.h"
 #include "agent/worker/worker_args.h"
 #include "common/clock.h"
@@ -61,6 +62,7 @@ int InvalidConfig(ResultChannel* channel, const std::string& message) {
 
 int main(int argc, char** argv) {
   const int64_t start_ns = medprof::MonotonicNs();
+  medprof::worker::InstallCrashReport();
   // First: SIGTERM/SIGINT handling (stop after the current step; a second signal stops at once).
   std::atomic<ResultChannel*> live_channel{nullptr};
   auto watcher = medprof::worker::SignalWatcher::Start([&live_channel](int signo, int count) {
