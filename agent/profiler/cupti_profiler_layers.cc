@@ -295,7 +295,8 @@ std::vector<v1::KernelFinding> CuptiProfiler::Findings() const {
     return n;
   };
   std::map<std::string, std::vector<SignatureFacts>> measured;  // kernel -> its measured signatures
-  for (const v1::KernelSignature& s : kernels_->Signatures().signatures()) {
+  const v1::KernelSignatures signatures = kernels_->Signatures();  // (a temporary would die before the loop)
+  for (const v1::KernelSignature& s : signatures.signatures()) {
     auto m = metrics_->signatures().find(s.id());
     if (m != metrics_->signatures().end())
       measured[s.kernel()].push_back({s.id(), s.op(), s.shapes(), blocks(s.grid()), m->second});
@@ -328,11 +329,13 @@ std::vector<v1::WorkerMessage> CuptiProfiler::Results() const {
     *m.mutable_metrics() = DerivedMetrics();
     if (m.metrics().values_size() > 0) out.push_back(std::move(m));
   }
+  kLog.Debug("results: findings");
   if (std::vector<v1::KernelFinding> found = Findings(); !found.empty()) {
     v1::WorkerMessage m;
     for (v1::KernelFinding& f : found) *m.mutable_findings()->add_findings() = std::move(f);
     out.push_back(std::move(m));
   }
+  kLog.Debug("results: signatures");
   if (v1::KernelSignatures sigs = kernels_->Signatures(); sigs.signatures_size() > 0) {
     v1::WorkerMessage m;
     *m.mutable_signatures() = std::move(sigs);
@@ -342,6 +345,7 @@ std::vector<v1::WorkerMessage> CuptiProfiler::Results() const {
     // The raw timeline, in records of at most kTimelineChunk events: one upload request of the
     // agent stays far below gRPC's 16 MiB message limit, and the server merges the records.
     constexpr size_t kTimelineChunk = 20000;
+    kLog.Debug("results: timeline");
     const std::vector<TimelineEvent> events = kernels_->Timeline();
     if (!events.empty()) {
       uint64_t origin = UINT64_MAX;

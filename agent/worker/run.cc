@@ -262,16 +262,19 @@ int RunWorker(const RunContext& in) {
   if (!stopped.ok()) kLog.Warn("stopping the profiler: {}", stopped.ToString());
 
   // Aggregates and summary.
+  kLog.Debug("writing results: ops");
   {
     v1::WorkerMessage m;
     *m.mutable_ops() = prof->Ops();
     if (absl::Status s = ctx.channel->Write(m); !s.ok()) return Fail(ctx, s, "writing OpAggregates");
   }
+  kLog.Debug("writing results: kernels");
   if (auto kernels = prof->Kernels(); kernels.has_value()) {
     v1::WorkerMessage m;
     *m.mutable_kernels() = *std::move(kernels);
     if (absl::Status s = ctx.channel->Write(m); !s.ok()) return Fail(ctx, s, "writing KernelAggregates");
   }
+  kLog.Debug("writing results: the profiler's derived results");
   for (const v1::WorkerMessage& r : prof->Results()) {
     if (absl::Status s = ctx.channel->Write(r); !s.ok()) return Fail(ctx, s, "writing profiler results");
   }
