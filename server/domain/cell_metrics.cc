@@ -97,7 +97,8 @@ RunMetrics ExtractRunMetrics(const std::vector<MetricRow>& metrics, const std::v
       double per_step = 1.0;
       double weight = Get(values, "duration_ns").value_or(1.0);
       if (it != traced.end() && it->second.first > 0) {
-        per_step = static_cast<double>(it->second.first) / steps;
+        // An aggregate (it has coverage_pct) is per step already; an older run's row is one launch.
+        if (!Get(values, "coverage_pct").has_value()) per_step = static_cast<double>(it->second.first) / steps;
         weight = static_cast<double>(it->second.second);
       }
       scopes.push_back(Scope{&values, per_step, weight > 0 ? weight : 1.0});

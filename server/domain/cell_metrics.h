@@ -7,9 +7,10 @@
 //    sample_step; the step phase's own name is accepted too). Counters (sm_cycles,
 //    warp_instructions) are summed over the phase scopes and divided by the measured steps;
 //    percentages are averaged weighted by each scope's duration_ns (equal weights without it).
-//  * else `kernel:<name>` scopes (first steady-state launch of each profiled kernel). A kernel's
-//    counter is scaled to a step by its launches per step (its KernelRow counts / measured
-//    steps; one launch per step when the kernel has no row) and summed; percentages are averaged
+//  * else `kernel:<name>` scopes. A kernel's aggregate (a scope with coverage_pct: the sum over
+//    all its launches in one step) is summed as it is; a run stored before aggregates (one
+//    launch per kernel) has its counter scaled to a step by its launches per step (its KernelRow
+//    counts / measured steps; one launch when the kernel has no row); percentages are averaged
 //    weighted by the kernel's traced total time (its duration_ns, else equal weights, when it
 //    has no row).
 // Stall shares are stall.<r> / cpi from the same scopes (source "metrics"); without them,

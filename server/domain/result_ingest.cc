@@ -25,6 +25,18 @@ std::string Category(const std::string& stored, taxonomy::Category computed) {
   return stored.empty() ? std::string(taxonomy::CategoryName(computed)) : stored;
 }
 
+std::vector<SignatureRow> SignatureRows(const v1::KernelSignatures& m) {
+  std::vector<SignatureRow> rows;
+  rows.reserve(m.signatures_size());
+  for (const v1::KernelSignature& k : m.signatures()) {
+    rows.push_back(SignatureRow{k.id(), k.kernel(), k.op(), k.phase(), k.shapes(),
+                                std::vector<int>(k.grid().begin(), k.grid().end()),
+                                std::vector<int>(k.block().begin(), k.block().end()), k.dynamic_shared_bytes(),
+                                k.count(), k.total_ns(), k.min_ns(), k.max_ns(), m.steps()});
+  }
+  return rows;
+}
+
 }  // namespace
 
 const char* ChunkKind(const v1::WorkerMessage& m) {
@@ -40,6 +52,7 @@ const char* ChunkKind(const v1::WorkerMessage& m) {
     case v1::WorkerMessage::kFindings: return "findings";
     case v1::WorkerMessage::kTimeline: return "timeline";
     case v1::WorkerMessage::kUtilization: return "utilization";
+    case v1::WorkerMessage::kSignatures: return "signatures";
     case v1::WorkerMessage::BODY_NOT_SET: return "";
   }
   return "";
@@ -61,7 +74,7 @@ absl::StatusOr<CommittedThrough> ResultIngestor::Ingest(const CallContext&, cons
     if (c.message.body_case() == v1::WorkerMessage::BODY_NOT_SET) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": message: empty (expected one of started, progress, step, ops, kernels, metrics, summary, error, "
-                 "findings, timeline, utilization)"));
+                 "findings, timeline, utilization, signatures)"));
     }
   }
 
@@ -214,6 +227,12 @@ absl::StatusOr<CommittedThrough> ResultIngestor::Ingest(const CallContext&, cons
               run.run_id, TimelinePart{"utilization", 0, m.utilization().samples_size(), ToJson(m.utilization())}));
           ++rows;
           break;
+        case v1::WorkerMessage::kSignatures: {
+          const std::vector<SignatureRow> signature_rows = SignatureRows(m.signatures());
+          MEDPROF_RETURN_IF_ERROR(tx.InsertSignatures(run.run_id, signature_rows));
+          rows += static_cast<int64_t>(signature_rows.size());
+          break;
+        }
         case v1::WorkerMessage::BODY_NOT_SET:
           break;
       }

@@ -246,6 +246,27 @@ constexpr char kV5[] = R"sql(
 ALTER TABLE runs ADD COLUMN result_bytes INTEGER NOT NULL DEFAULT 0;
 )sql";
 
+// Version 6: launch signatures per kernel (kernel + launch configuration + op + input shapes).
+constexpr char kV6[] = R"sql(
+CREATE TABLE run_kernel_signatures (
+  run_id               TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  id                   TEXT NOT NULL,
+  kernel               TEXT NOT NULL,
+  op                   TEXT NOT NULL,
+  phase                TEXT NOT NULL,
+  shapes               TEXT NOT NULL,
+  grid                 TEXT NOT NULL,
+  block                TEXT NOT NULL,
+  dynamic_shared_bytes INTEGER NOT NULL,
+  count                INTEGER NOT NULL,
+  total_ns             INTEGER NOT NULL,
+  min_ns               INTEGER NOT NULL,
+  max_ns               INTEGER NOT NULL,
+  steps                INTEGER NOT NULL
+);
+CREATE INDEX run_kernel_signatures_by_run ON run_kernel_signatures(run_id);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -255,6 +276,7 @@ const std::vector<Migration>& Migrations() {
       {3, "query results: kernel findings, raw and utilization timelines", kV3},
       {4, "bearer tokens: salted hashes, role, project, agent binding", kV4},
       {5, "bytes of worker records stored per run", kV5},
+      {6, "launch signatures per kernel", kV6},
   };
   return migrations;
 }

@@ -153,6 +153,24 @@ struct KernelRow {
   double theoretical_occupancy = 0;
 };
 
+// One launch signature of a kernel in a run (schema version 6): its launches and trace time over
+// the run's measured steps (`steps`), keyed by `id` within the run.
+struct SignatureRow {
+  std::string id;
+  std::string kernel;
+  std::string op;
+  std::string phase;
+  std::string shapes;
+  std::vector<int> grid;
+  std::vector<int> block;
+  int64_t dynamic_shared_bytes = 0;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t min_ns = 0;
+  int64_t max_ns = 0;
+  int64_t steps = 0;
+};
+
 struct MetricRow {
   std::string scope;
   std::string name;

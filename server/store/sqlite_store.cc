@@ -19,10 +19,10 @@
 namespace medprof::server {
 namespace {
 
-constexpr std::array<absl::string_view, 16> kTables = {
+constexpr std::array<absl::string_view, 17> kTables = {
     "schema_version", "agents",    "agent_devices", "agent_labels", "studies",     "jobs",   "runs",
     "run_chunks",     "run_steps", "run_ops",       "run_kernels",  "run_metrics", "events", "tokens",
-    "run_findings", "run_timelines"};
+    "run_findings", "run_timelines", "run_kernel_signatures"};
 
 std::string JoinInts(const std::vector<int>& v) { return absl::StrJoin(v, ","); }
 
@@ -522,6 +522,44 @@ class SqliteTx : public StoreTx {
       MEDPROF_RETURN_IF_ERROR(st->Run());
     }
     return absl::OkStatus();
+  }
+
+  absl::Status InsertSignatures(const std::string& run_id, const std::vector<SignatureRow>& rows) override {
+    for (const SignatureRow& r : rows) {
+      MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
+          "INSERT INTO run_kernel_signatures (run_id, id, kernel, op, phase, shapes, grid, block, "
+          "dynamic_shared_bytes, count, total_ns, min_ns, max_ns, steps) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"));
+      MEDPROF_RETURN_IF_ERROR(st->BindAll(run_id, r.id, r.kernel, r.op, r.phase, r.shapes, JoinInts(r.grid),
+                                          JoinInts(r.block), r.dynamic_shared_bytes, r.count, r.total_ns, r.min_ns,
+                                          r.max_ns, r.steps));
+      MEDPROF_RETURN_IF_ERROR(st->Run());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::vector<SignatureRow>> ListSignatures(const std::string& run_id) override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
+        "SELECT id, kernel, op, phase, shapes, grid, block, dynamic_shared_bytes, count, total_ns, min_ns, max_ns, "
+        "steps FROM run_kernel_signatures WHERE run_id = ?1 ORDER BY total_ns DESC, rowid"));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(run_id));
+    return Collect<SignatureRow>(*st, [](const Statement& s) {
+      SignatureRow r;
+      r.id = s.Text(0);
+      r.kernel = s.Text(1);
+      r.op = s.Text(2);
+      r.phase = s.Text(3);
+      r.shapes = s.Text(4);
+      r.grid = SplitInts(s.Text(5));
+      r.block = SplitInts(s.Text(6));
+      r.dynamic_shared_bytes = s.Int(7);
+      r.count = s.Int(8);
+      r.total_ns = s.Int(9);
+      r.min_ns = s.Int(10);
+      r.max_ns = s.Int(11);
+      r.steps = s.Int(12);
+      return r;
+    });
   }
 
   absl::StatusOr<std::vector<StepRow>> ListSteps(const std::string& run_id) override {

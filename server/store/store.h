@@ -92,6 +92,7 @@ class StoreTx {
   virtual absl::Status InsertOps(const std::string& run_id, const std::vector<OpRow>& rows) = 0;
   virtual absl::Status InsertKernels(const std::string& run_id, const std::vector<KernelRow>& rows) = 0;
   virtual absl::Status InsertMetrics(const std::string& run_id, const std::vector<MetricRow>& rows) = 0;
+  virtual absl::Status InsertSignatures(const std::string& run_id, const std::vector<SignatureRow>& rows) = 0;
   virtual absl::StatusOr<std::vector<StepRow>> ListSteps(const std::string& run_id) = 0;
   virtual absl::StatusOr<std::vector<OpRow>> ListOps(const std::string& run_id) = 0;
   virtual absl::StatusOr<std::vector<KernelRow>> ListKernels(const std::string& run_id) = 0;
@@ -99,6 +100,8 @@ class StoreTx {
   // compare reads for every run; the launch shape columns are left empty).
   virtual absl::StatusOr<std::vector<KernelRow>> ListKernelTimes(const std::string& run_id) = 0;
   virtual absl::StatusOr<std::vector<MetricRow>> ListMetrics(const std::string& run_id) = 0;
+  // The run's launch signatures, largest total_ns first.
+  virtual absl::StatusOr<std::vector<SignatureRow>> ListSignatures(const std::string& run_id) = 0;
 
   // ---- findings and timelines (schema version 3)
   virtual absl::Status InsertFindings(const std::string& run_id, const std::vector<FindingRow>& rows) = 0;
