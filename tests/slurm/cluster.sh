@@ -9,7 +9,8 @@
 # partitions named like the sites', `h100` (default) and `gpu-shared`; GRES gpu:GPUS backed by
 # character devices DIR/dev/nvidiaN made as copies of /dev/null), starts munged with its own key
 # and socket, then slurmctld and slurmd as root without systemd, and waits until the node is
-# idle. It prints `export SLURM_CONF=...` lines (also in DIR/env) for the client commands.
+# idle (MaxTime 48 h as on both sites, so the scripts' own 4 h limit is accepted). It prints
+# `export SLURM_CONF=...` (also in DIR/env) for the client commands.
 # `stop` is safe to call twice and on a half-started cluster.
 #
 # Exit status 77 when Slurm cannot start here (not root, a program missing): the caller reports
@@ -92,8 +93,8 @@ SlurmdPidFile=${dir}/run/slurmd.pid
 SlurmctldLogFile=${dir}/log/slurmctld.log
 SlurmdLogFile=${dir}/log/slurmd.log
 ${node} Gres=gpu:${gpus} State=UNKNOWN
-PartitionName=h100 Nodes=ALL Default=YES MaxTime=10 State=UP
-PartitionName=gpu-shared Nodes=ALL MaxTime=10 State=UP
+PartitionName=h100 Nodes=ALL Default=YES MaxTime=2-00:00:00 State=UP
+PartitionName=gpu-shared Nodes=ALL MaxTime=2-00:00:00 State=UP
 EOF
   local files
   files=$(seq -s, -f "${dir}/dev/nvidia%g" 0 $((gpus - 1)))
