@@ -165,7 +165,7 @@ CommandResult SlurmSite::Cli(const std::vector<std::string>& args) {
   return itest::Cli(address_, all);
 }
 
-std::string SlurmSite::SubmitStudy(int jobs, int steps, bool cpu) {
+std::string SlurmSite::SubmitStudy(int jobs, int steps, bool cpu, int volume) {
   std::vector<std::string> args = {"submit", "--presets", "baseline", "--repeats", absl::StrCat(jobs),
                                    "--steps", absl::StrCat(steps), "--warmup", "0", "--grad-accum", "1",
                                    "--max-attempts", "4", "--format", "json"};
@@ -173,6 +173,11 @@ std::string SlurmSite::SubmitStudy(int jobs, int steps, bool cpu) {
   for (size_t i = 0; i < tiny.size(); ++i) {
     if (!cpu && tiny[i] == "--device") {
       ++i;  // device auto: a fake GPU's job (the worker falls back to the CPU)
+      continue;
+    }
+    if (tiny[i] == "--volume") {
+      args.insert(args.end(), {"--volume", absl::StrCat(volume)});
+      ++i;
       continue;
     }
     args.push_back(tiny[i]);

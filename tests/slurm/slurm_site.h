@@ -67,8 +67,9 @@ class SlurmSite {
   std::string JobOutput(const std::string& id) const;
 
   // `medprof submit` of `jobs` baseline jobs of the tiny model with `steps` measured steps;
-  // `cpu` keeps --device cpu (else auto: the fake GPUs' jobs). Returns the study id.
-  std::string SubmitStudy(int jobs, int steps, bool cpu = true);
+  // `cpu` keeps --device cpu (else auto: the fake GPUs' jobs); `volume` replaces the tiny 16^3
+  // (24^3: a step of about 250 ms instead of 50). Returns the study id.
+  std::string SubmitStudy(int jobs, int steps, bool cpu = true, int volume = 16);
   // The medprof CLI over TLS.
   itest::CommandResult Cli(const std::vector<std::string>& args);
 

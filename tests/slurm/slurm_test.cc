@@ -202,7 +202,9 @@ TEST_F(SlurmTest, WalltimeWarningInterruptsTheRunWhichCompletesOnASecondSlurmJob
 }
 
 TEST_F(SlurmTest, ScancelBatchAndPlainScancelInterruptTheRunWhichCompletesOnAThirdSlurmJob) {
-  const std::string study = site_->SubmitStudy(1, 300);
+  // 24^3: the worker ends only after its current step (about 250 ms), so the drain is still on
+  // when the second SIGTERM of a plain scancel (the script's forward) reaches the agent.
+  const std::string study = site_->SubmitStudy(1, 40, true, 24);
   // SIGTERM to the batch shell only, which forwards it.
   const std::string a = Submit(Stampede(), site_->WriteEnvFile("a.env", "cancel-1"), {});
   ASSERT_TRUE(WaitRunningSteps(study, "cancel-1", 1)) << site_->JobOutput(a);
