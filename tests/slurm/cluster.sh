@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A real single-node Slurm for tests (Debian's slurm-wlm 22.05 + munge; see
-# ../../docs or /work/shared/spec/slurm-ci.md for what was seen working on the CI machine).
+# A real single-node Slurm for tests (Debian's slurm-wlm 22.05 + munge; ../shared/spec/slurm-ci.md
+# has what was seen working on machines like the CI machine, deploy/README.md §7 what is tested).
 #
 #   tests/slurm/cluster.sh start DIR [GPUS]   # munged, slurmctld, slurmd; everything under DIR
 #   tests/slurm/cluster.sh stop DIR           # jobs cancelled, daemons ended by their pid files
