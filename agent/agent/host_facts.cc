@@ -8,6 +8,12 @@
 #include "common/version.h"
 
 namespace medprof::agent {
+namespace {
+
+// The server refuses longer label values (a long job's node list can exceed it).
+constexpr size_t kMaxLabelValue = 256;
+
+}  // namespace
 
 HostFacts CaptureHostFacts(const EnvLookup& env, const std::string& site) {
   HostFacts f;
@@ -17,6 +23,8 @@ HostFacts CaptureHostFacts(const EnvLookup& env, const std::string& site) {
   f.site = site;
   f.slurm_job_id = env("SLURM_JOB_ID").value_or("");
   f.slurm_partition = env("SLURM_JOB_PARTITION").value_or("");
+  f.slurm_nodelist = env("SLURM_JOB_NODELIST").value_or("");
+  if (!f.slurm_job_id.empty()) f.slurm_restart_count = env("SLURM_RESTART_COUNT").value_or("0");
   f.container_image = env("APPTAINER_CONTAINER").value_or("");
   if (f.container_image.empty()) f.container_image = env("SINGULARITY_CONTAINER").value_or("");
   return f;
@@ -26,12 +34,14 @@ std::map<std::string, std::string> MakeLabels(const HostFacts& facts,
                                               const std::map<std::string, std::string>& extra) {
   std::map<std::string, std::string> labels;
   auto put = [&](const char* key, const std::string& value) {
-    if (!value.empty()) labels[key] = value;
+    if (!value.empty()) labels[key] = value.substr(0, kMaxLabelValue);
   };
   put("host", facts.host);
   put("site", facts.site);
   put("partition", facts.slurm_partition);
   put("slurm_job_id", facts.slurm_job_id);
+  put("slurm_nodelist", facts.slurm_nodelist);
+  put("slurm_restart_count", facts.slurm_restart_count);
   put("container", facts.container_image);
   for (const auto& [k, v] : extra) labels[k] = v;
   return labels;

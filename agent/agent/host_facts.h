@@ -16,14 +16,19 @@ struct HostFacts {
   std::string site;             // --site / $MEDPROF_SITE ("" when unknown)
   std::string slurm_job_id;     // $SLURM_JOB_ID
   std::string slurm_partition;  // $SLURM_JOB_PARTITION
+  std::string slurm_nodelist;   // $SLURM_JOB_NODELIST (Slurm's compressed form, e.g. c[001-004])
+  // $SLURM_RESTART_COUNT under Slurm: "0" on a job's first run (Slurm leaves it unset then),
+  // N after N requeues; "" outside Slurm (no $SLURM_JOB_ID).
+  std::string slurm_restart_count;
   std::string container_image;  // $APPTAINER_CONTAINER, else $SINGULARITY_CONTAINER
 };
 
 // Reads the host name and the environment. `site` is the validated --site value.
 HostFacts CaptureHostFacts(const EnvLookup& env, const std::string& site);
 
-// host, site, partition, slurm_job_id, container — each only when known — then `extra`
-// (the --label values), which override automatic ones.
+// host, site, partition, slurm_job_id, slurm_nodelist, slurm_restart_count, container — each
+// only when known, each value cut to the server's 256 characters — then `extra` (the --label
+// values), which override automatic ones.
 std::map<std::string, std::string> MakeLabels(const HostFacts& facts,
                                               const std::map<std::string, std::string>& extra);
 

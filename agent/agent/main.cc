@@ -1,5 +1,6 @@
 // medprof-agent: wires the flags, the inventory, the work directory, the uplink and the
-// agent together, and turns SIGTERM/SIGINT into a graceful drain (a second one exits now).
+// agent together, and turns SIGTERM/SIGINT into a graceful drain (stop_signals.h: further
+// SIGTERMs are ignored while draining, a SIGINT then exits at once).
 #include <google/protobuf/util/json_util.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "agent/agent/inventory.h"
 #include "agent/agent/nvml_probe.h"
 #include "agent/agent/options.h"
+#include "agent/agent/stop_signals.h"
 #include "agent/agent/uplink.h"
 #include "agent/agent/work_dir.h"
 #include "common/logging.h"
@@ -162,18 +164,24 @@ int main(int argc, char** argv) {
 
   Agent* running = agent->get();
   std::thread signal_thread([&signals, running] {
-    int received = 0;
+    bool draining = false;
     for (;;) {
       int sig = 0;
       if (sigwait(&signals, &sig) != 0) continue;
       if (sig == SIGUSR2) return;
-      if (++received == 1) {
-        running->Drain(absl::StrCat("received ", SignalName(sig)));
-        continue;
+      switch (OnStopSignal(sig, draining)) {
+        case StopSignalAction::kDrain:
+          draining = true;
+          running->Drain(absl::StrCat("received ", SignalName(sig)));
+          break;
+        case StopSignalAction::kIgnore:
+          kLog.Info("{} while draining: ignored (the drain goes on; SIGINT exits now)", SignalName(sig));
+          break;
+        case StopSignalAction::kExitNow:
+          // Workers die with us (PR_SET_PDEATHSIG); the next start reports their runs INTERRUPTED.
+          kLog.Error("{} while draining: exiting now", SignalName(sig));
+          ::_exit(128 + sig);
       }
-      // Workers die with us (PR_SET_PDEATHSIG); the next start reports their runs INTERRUPTED.
-      kLog.Error("second {}: exiting now", SignalName(sig));
-      ::_exit(128 + sig);
     }
   });
   const absl::Status result = (*agent)->Wait();

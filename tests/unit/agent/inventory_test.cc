@@ -178,6 +178,8 @@ TEST(HostFactsTest, LabelsCarrySlurmAndContainerFactsAndExtrasWin) {
   const EnvLookup env = [](const std::string& name) -> std::optional<std::string> {
     if (name == "SLURM_JOB_ID") return "4242";
     if (name == "SLURM_JOB_PARTITION") return "gpu-shared";
+    if (name == "SLURM_JOB_NODELIST") return "exp-7-[12-13]";
+    if (name == "SLURM_RESTART_COUNT") return "2";
     if (name == "SINGULARITY_CONTAINER") return "/scratch/agent.sif";
     return std::nullopt;
   };
@@ -188,7 +190,8 @@ TEST(HostFactsTest, LabelsCarrySlurmAndContainerFactsAndExtrasWin) {
   EXPECT_THAT(MakeLabels(facts, {{"site", "override"}, {"rack", "r1"}}),
               ElementsAre(Pair("container", "/scratch/agent.sif"), Pair("host", "exp-7-12"),
                           Pair("partition", "gpu-shared"), Pair("rack", "r1"), Pair("site", "override"),
-                          Pair("slurm_job_id", "4242")));
+                          Pair("slurm_job_id", "4242"), Pair("slurm_nodelist", "exp-7-[12-13]"),
+                          Pair("slurm_restart_count", "2")));
   const v1::Environment e = AgentEnvironment(facts, "1");
   EXPECT_EQ(e.host(), "exp-7-12");
   EXPECT_EQ(e.site(), "expanse");
@@ -205,6 +208,18 @@ TEST(HostFactsTest, LabelsCarrySlurmAndContainerFactsAndExtrasWin) {
   EXPECT_EQ(CaptureHostFacts(apptainer, "").container_image, "/a.sif");
   EXPECT_THAT(MakeLabels(CaptureHostFacts([](const std::string&) { return std::nullopt; }, ""), {}),
               ElementsAre(Pair("host", ::testing::Not(::testing::IsEmpty()))));
+}
+
+TEST(HostFactsTest, FirstSlurmRunCountsZeroRestartsAndLongNodeListsAreCut) {
+  const std::string nodes(300, 'c');
+  const EnvLookup env = [&](const std::string& name) -> std::optional<std::string> {
+    if (name == "SLURM_JOB_ID") return "7";
+    if (name == "SLURM_JOB_NODELIST") return nodes;
+    return std::nullopt;  // Slurm sets no SLURM_RESTART_COUNT on a job's first run
+  };
+  const std::map<std::string, std::string> labels = MakeLabels(CaptureHostFacts(env, ""), {});
+  EXPECT_EQ(labels.at("slurm_restart_count"), "0");
+  EXPECT_EQ(labels.at("slurm_nodelist"), nodes.substr(0, 256));
 }
 
 }  // namespace
