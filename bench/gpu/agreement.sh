@@ -35,7 +35,7 @@ run_worker() {  # file-prefix, preset, phase, extra args...
     --metrics-top-k "$top" --overhead-pairs 0 "$@" --out "$out/$name.pb" 2>"$out/$name.log"
   rc=$?
   "$worker" --decode "$out/$name.pb" >"$out/$name.jsonl" 2>>"$out/$name.log"
-  say "$name: exit $rc, $(python3 -c "import time; print(f'{time.time()-$t0:.1f}')") s; $(grep -E 'metrics layer: [0-9]+ kernels \(' "$out/$name.log" | tail -1 | sed 's/.*metrics layer/metrics layer/')"
+  say "$name: exit $rc, $(python3 -c "import time; print(f'{time.time()-$t0:.1f}')") s; $(grep -E 'metrics layer: [0-9]+ kernels' "$out/$name.log" | tail -1 | sed 's/.*metrics layer/metrics layer/')"
 }
 
 run_ncu() {  # case, preset, phase, csv, regex, extra ncu args...
