@@ -451,6 +451,10 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   kernels->require_subcommand(0, 1);
   kernels->add_option("RUN", kernels_run, "run id");
   kernels->add_option("--top", kernels_top, "only the N largest (1..10000; default all)")->type_name("N");
+  bool kernels_signatures = false;
+  kernels->add_flag("--signatures", kernels_signatures,
+                    "also each listed kernel's launch signatures (grid, block, op, input shapes), its share of "
+                    "the kernel's time, and which the metrics layer measured");
   AddFormat(kernels, &kernels_format, "table|json|csv");
   CLI::App* classify = kernels->add_subcommand(
       "classify", "print category<TAB>line for each kernel name (arguments, else one per stdin line; "
@@ -610,6 +614,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     if (kernels_run.empty()) return Usage("kernels: give a RUN id (medprof kernels RUN) or a command (allowed: classify)");
     KernelsCommand cmd;
     cmd.request.set_run_id(kernels_run);
+    cmd.request.set_signatures(kernels_signatures);
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(kernels_format, kAllFormats, "kernels"));
     if (kernels->get_option("--top")->count() > 0) {
       MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", kernels_top, 1, kMaxTopRows));

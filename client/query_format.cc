@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -322,6 +323,66 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
   return out;
 }
 
+namespace {
+
+std::string Dims(const google::protobuf::RepeatedField<int32_t>& v) { return absl::StrJoin(v, ","); }
+
+Json SignaturesJson(const v1::ListKernelsResponse& r) {
+  Json a = Json::array();
+  for (const v1::SignatureShare& s : r.signatures()) {
+    Json e;
+    e["id"] = s.id();
+    e["kernel"] = s.kernel();
+    e["op"] = s.op();
+    e["phase"] = s.phase();
+    e["shapes"] = s.shapes();
+    e["grid"] = Json(std::vector<int32_t>(s.grid().begin(), s.grid().end()));
+    e["block"] = Json(std::vector<int32_t>(s.block().begin(), s.block().end()));
+    e["dynamic_shared_bytes"] = s.dynamic_shared_bytes();
+    e["launches_per_step"] = s.launches_per_step();
+    e["total_ns"] = s.total_ns();
+    e["mean_ns"] = s.mean_ns();
+    e["share_of_kernel"] = s.share_of_kernel();
+    e["measured"] = s.measured();
+    a.push_back(std::move(e));
+  }
+  return a;
+}
+
+std::string SignaturesCsv(const v1::ListKernelsResponse& r) {
+  std::string out = CsvLine({"kernel", "id", "op", "phase", "shapes", "grid", "block", "dynamic_shared_bytes",
+                             "launches_per_step", "total_ns", "mean_ns", "share_of_kernel", "measured"});
+  for (const v1::SignatureShare& s : r.signatures()) {
+    out += CsvLine({s.kernel(), s.id(), s.op(), s.phase(), s.shapes(), Dims(s.grid()), Dims(s.block()),
+                    absl::StrCat(s.dynamic_shared_bytes()), Num(s.launches_per_step()), absl::StrCat(s.total_ns()),
+                    absl::StrCat(s.mean_ns()), Num(s.share_of_kernel()), s.measured() ? "true" : "false"});
+  }
+  return out;
+}
+
+// One block per kernel, in the order of the kernel table.
+std::string SignaturesTable(const v1::ListKernelsResponse& r) {
+  std::string out = "\nlaunch signatures (kernel + grid + block + op + input shapes; * = measured by the metrics layer):\n";
+  std::set<std::string> shown;
+  for (const auto& k : r.kernels()) {
+    if (!shown.insert(k.name()).second) continue;
+    TextTable t({"OF KERNEL", "LAUNCHES/STEP", "MEAN US", "ID", "GRID", "BLOCK", "OP", "SHAPES"},
+                {Align::kRight, Align::kRight, Align::kRight, Align::kLeft, Align::kLeft, Align::kLeft, Align::kLeft,
+                 Align::kLeft});
+    for (const v1::SignatureShare& s : r.signatures()) {
+      if (s.kernel() != k.name()) continue;
+      t.AddRow({Percent(s.share_of_kernel()), Num(s.launches_per_step()), absl::StrFormat("%.1f", s.mean_ns() / 1e3),
+                absl::StrCat(s.id(), s.measured() ? "*" : ""), Dims(s.grid()), Dims(s.block()),
+                s.op().empty() ? "-" : s.op(), ClipToWidth(s.shapes(), 80)});
+    }
+    if (t.rows() == 0) continue;
+    absl::StrAppend(&out, ClipToWidth(k.name(), 100), "\n", t.Render());
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string FormatKernels(const v1::ListKernelsResponse& r, OutputFormat format) {
   switch (format) {
     case OutputFormat::kJson: {
@@ -340,31 +401,37 @@ std::string FormatKernels(const v1::ListKernelsResponse& r, OutputFormat format)
         e["count"] = k.count();
         e["total_ns"] = k.total_ns();
         e["share"] = k.share();
+        e["coverage_pct"] = k.has_coverage_pct() ? Json(k.coverage_pct()) : Json(nullptr);
         o["kernels"].push_back(std::move(e));
       }
+      if (r.signatures_size() > 0) o["signatures"] = SignaturesJson(r);
       return o.dump(2) + "\n";
     }
     case OutputFormat::kCsv: {
-      std::string out = CsvLine({"name", "category", "op", "phase", "count", "total_ns", "share"});
+      if (r.signatures_size() > 0) return SignaturesCsv(r);  // one table per command: the finer one
+      std::string out = CsvLine({"name", "category", "op", "phase", "count", "total_ns", "share", "coverage_pct"});
       for (const auto& k : r.kernels()) {
         out += CsvLine({k.name(), k.category(), k.op(), k.phase(), absl::StrCat(k.count()), absl::StrCat(k.total_ns()),
-                        Num(k.share())});
+                        Num(k.share()), k.has_coverage_pct() ? Num(k.coverage_pct()) : ""});
       }
       return out;
     }
     case OutputFormat::kTable:
       break;
   }
-  TextTable t({"SHARE", "TOTAL MS", "COUNT", "CATEGORY", "PHASE", "OP", r.time_source() == "ops" ? "OP (CPU)" : "KERNEL"},
-              {Align::kRight, Align::kRight, Align::kRight, Align::kLeft, Align::kLeft, Align::kLeft, Align::kLeft});
+  TextTable t({"SHARE", "TOTAL MS", "COUNT", "CATEGORY", "PHASE", "OP", "METRICS COV", r.time_source() == "ops" ? "OP (CPU)" : "KERNEL"},
+              {Align::kRight, Align::kRight, Align::kRight, Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight, Align::kLeft});
   for (const auto& k : r.kernels()) {
     t.AddRow({Percent(k.share()), Ms(k.total_ns()), absl::StrCat(k.count()), k.category(),
-              k.phase().empty() ? "-" : k.phase(), k.op().empty() ? "-" : k.op(), ClipToWidth(k.name(), 100)});
+              k.phase().empty() ? "-" : k.phase(), k.op().empty() ? "-" : k.op(),
+              k.has_coverage_pct() ? Percent(k.coverage_pct() / 100.0) : "-", ClipToWidth(k.name(), 100)});
   }
   std::string out = absl::StrCat("run ", r.run_id(), ": ", r.kernels_size(), " of ", r.total_rows(),
                                  r.time_source() == "ops" ? " ops (no kernel rows: CPU op self times)" : " kernels",
                                  ", ", Ms(r.total_ns()), " ms in total\n");
-  return out + t.Render();
+  out += t.Render();
+  if (r.signatures_size() > 0) out += SignaturesTable(r);
+  return out;
 }
 
 std::string FormatDiff(const v1::DiffRunsResponse& r, OutputFormat format) {

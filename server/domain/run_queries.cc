@@ -98,6 +98,45 @@ std::string NoTimelineReason(const RunRecord& run) {
   return "the worker sent no Timeline record (a worker without the raw-timeline feature)";
 }
 
+// Per kernel name, the coverage_pct of its metrics-layer aggregate; the ids of measured signatures.
+struct MeasuredFacts {
+  std::map<std::string, double> coverage;
+  std::set<std::string> signatures;
+};
+
+absl::StatusOr<MeasuredFacts> LoadMeasuredFacts(StoreTx& tx, const std::string& run_id) {
+  constexpr std::string_view kKernel = "kernel:", kSignature = "signature:";
+  MEDPROF_ASSIGN_OR_RETURN(std::vector<MetricRow> metrics, tx.ListMetrics(run_id));
+  MeasuredFacts out;
+  for (const MetricRow& m : metrics) {
+    if (m.name == "coverage_pct" && m.scope.starts_with(kKernel)) {
+      out.coverage[m.scope.substr(kKernel.size())] = m.value;
+    } else if (m.scope.starts_with(kSignature)) {
+      out.signatures.insert(m.scope.substr(kSignature.size()));
+    }
+  }
+  return out;
+}
+
+// The signatures of the listed kernels, largest first, with their share of their kernel's time.
+std::vector<SignatureShareRow> ListedSignatures(const std::vector<SignatureRow>& all,
+                                                const std::vector<KernelShareRow>& listed,
+                                                const MeasuredFacts& facts) {
+  std::set<std::string> names;
+  for (const KernelShareRow& k : listed) names.insert(k.name);
+  std::map<std::string, int64_t> kernel_ns;
+  for (const SignatureRow& s : all) kernel_ns[s.kernel] += s.total_ns;
+  std::vector<SignatureShareRow> out;
+  for (const SignatureRow& s : all) {
+    if (!names.contains(s.kernel)) continue;
+    const int64_t k = kernel_ns[s.kernel];
+    out.push_back(SignatureShareRow{s, s.steps > 0 ? static_cast<double>(s.count) / static_cast<double>(s.steps) : 0,
+                                    k > 0 ? static_cast<double>(s.total_ns) / static_cast<double>(k) : 0,
+                                    facts.signatures.contains(s.id)});
+  }
+  return out;  // ListSignatures is largest first already
+}
+
 }  // namespace
 
 absl::StatusOr<KernelsResult> QueryEngine::Kernels(const CallContext&, const KernelsRequest& r) {
@@ -110,8 +149,14 @@ absl::StatusOr<KernelsResult> QueryEngine::DoKernels(const KernelsRequest& r) {
   MEDPROF_RETURN_IF_ERROR(CheckTop(r.top));
   KernelsResult out;
   out.run_id = r.run_id;
+  MeasuredFacts facts;
+  std::vector<SignatureRow> signatures;
   MEDPROF_RETURN_IF_ERROR(core_.store.Read([&](StoreTx& tx) -> absl::Status {
     MEDPROF_ASSIGN_OR_RETURN(RunRecord run, LoadRun(tx, r.run_id, "run_id"));
+    MEDPROF_ASSIGN_OR_RETURN(facts, LoadMeasuredFacts(tx, run.run_id));
+    if (r.signatures) {
+      MEDPROF_ASSIGN_OR_RETURN(signatures, tx.ListSignatures(run.run_id));
+    }
     MEDPROF_ASSIGN_OR_RETURN(std::vector<TimeRow> rows, KernelTimes(tx, run.run_id));
     out.time_source = "kernels";
     if (rows.empty()) {
@@ -122,7 +167,9 @@ absl::StatusOr<KernelsResult> QueryEngine::DoKernels(const KernelsRequest& r) {
     out.total_ns = 0;
     for (const TimeRow& t : rows) {
       out.total_ns += t.total_ns;
-      out.kernels.push_back(KernelShareRow{t.name, t.category, t.op, t.phase, t.count, t.total_ns, 0});
+      auto cov = facts.coverage.find(t.name);
+      out.kernels.push_back(KernelShareRow{t.name, t.category, t.op, t.phase, t.count, t.total_ns, 0,
+                                           cov == facts.coverage.end() ? -1.0 : cov->second});
     }
     return absl::OkStatus();
   }));
@@ -133,6 +180,7 @@ absl::StatusOr<KernelsResult> QueryEngine::DoKernels(const KernelsRequest& r) {
   std::stable_sort(out.kernels.begin(), out.kernels.end(),
                    [](const KernelShareRow& a, const KernelShareRow& b) { return a.total_ns > b.total_ns; });
   if (r.top > 0 && out.kernels.size() > static_cast<size_t>(r.top)) out.kernels.resize(r.top);
+  if (r.signatures) out.signatures = ListedSignatures(signatures, out.kernels, facts);
   return out;
 }
 

@@ -271,6 +271,7 @@ struct CompareResult {
 struct KernelsRequest {
   std::string run_id;
   int top = 0;                         // 0 = all; 1..10000
+  bool signatures = false;             // also the listed kernels' launch signatures
 };
 
 struct KernelShareRow {
@@ -281,6 +282,14 @@ struct KernelShareRow {
   int64_t count = 0;
   int64_t total_ns = 0;
   double share = 0;                    // of the run's total (every row)
+  double coverage_pct = -1;            // the kernel aggregate's coverage; -1 = not measured
+};
+
+struct SignatureShareRow {
+  SignatureRow row;
+  double launches_per_step = 0;
+  double share_of_kernel = 0;
+  bool measured = false;
 };
 
 struct KernelsResult {
@@ -289,6 +298,7 @@ struct KernelsResult {
   int64_t total_ns = 0;
   int total_rows = 0;
   std::string time_source;             // "kernels" | "ops" (CPU runs: op self times)
+  std::vector<SignatureShareRow> signatures;  // request.signatures: the listed kernels', largest first
 };
 
 // `medprof diff RUN_A RUN_B`.

@@ -110,6 +110,7 @@ KernelsRequest FromProto(const v1::ListKernelsRequest& p) {
   KernelsRequest r;
   r.run_id = p.run_id();
   r.top = p.top();
+  r.signatures = p.signatures();
   return r;
 }
 
@@ -128,6 +129,23 @@ v1::ListKernelsResponse ToProto(const KernelsResult& r) {
     pk->set_count(k.count);
     pk->set_total_ns(k.total_ns);
     pk->set_share(k.share);
+    if (k.coverage_pct >= 0) pk->set_coverage_pct(k.coverage_pct);
+  }
+  for (const SignatureShareRow& s : r.signatures) {
+    v1::SignatureShare* ps = p.add_signatures();
+    ps->set_id(s.row.id);
+    ps->set_kernel(s.row.kernel);
+    ps->set_op(s.row.op);
+    ps->set_phase(s.row.phase);
+    ps->set_shapes(s.row.shapes);
+    for (int g : s.row.grid) ps->add_grid(g);
+    for (int b : s.row.block) ps->add_block(b);
+    ps->set_dynamic_shared_bytes(static_cast<int32_t>(s.row.dynamic_shared_bytes));
+    ps->set_launches_per_step(s.launches_per_step);
+    ps->set_total_ns(s.row.total_ns);
+    ps->set_mean_ns(s.row.count > 0 ? s.row.total_ns / s.row.count : 0);
+    ps->set_share_of_kernel(s.share_of_kernel);
+    ps->set_measured(s.measured);
   }
   return p;
 }

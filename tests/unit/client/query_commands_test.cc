@@ -100,16 +100,52 @@ TEST(QueryFormat, KernelsJsonHasTheDocumentedKeys) {
   const json& k = j.at("kernels")[0];
   std::vector<std::string> keys;
   for (auto it = k.begin(); it != k.end(); ++it) keys.push_back(it.key());
-  EXPECT_THAT(keys, ::testing::UnorderedElementsAre("name", "category", "op", "phase", "count", "total_ns", "share"));
+  EXPECT_THAT(keys,
+              ::testing::UnorderedElementsAre("name", "category", "op", "phase", "count", "total_ns", "share", "coverage_pct"));
+  EXPECT_TRUE(k.at("coverage_pct").is_null());  // not measured by the metrics layer
   EXPECT_EQ(k.at("name"), "k_conv");
   EXPECT_EQ(k.at("total_ns"), 8'000'000);
   EXPECT_DOUBLE_EQ(k.at("share").get<double>(), 0.8);
   EXPECT_EQ(j.at("total_rows"), 3);
   const std::string csv = FormatKernels(KernelsResponse(), OutputFormat::kCsv);
-  EXPECT_THAT(csv, HasSubstr("name,category,op,phase,count,total_ns,share\nk_conv,conv,aten::conv3d,fwd,4,8000000,0.8\n"));
+  EXPECT_THAT(csv, HasSubstr("name,category,op,phase,count,total_ns,share,coverage_pct\nk_conv,conv,aten::conv3d,fwd,4,8000000,0.8,\n"));
   const std::string table = FormatKernels(KernelsResponse(), OutputFormat::kTable);
   EXPECT_THAT(table, HasSubstr("run run-1: 2 of 3 kernels, 10.000 ms in total"));
   EXPECT_THAT(table, HasSubstr("80%"));
+}
+
+// With --signatures: the kernel's coverage and one block of signatures per kernel, measured ones
+// starred; JSON carries them whole, CSV is the signature table.
+TEST(QueryFormat, KernelsWithSignatures) {
+  v1::ListKernelsResponse r = KernelsResponse();
+  r.mutable_kernels(0)->set_coverage_pct(75);
+  v1::SignatureShare* s = r.add_signatures();
+  s->set_id("aaaaaaaaaaaa");
+  s->set_kernel("k_conv");
+  s->set_op("aten::cudnn_convolution");
+  s->set_shapes("f32[1,64,8,8,8]cl f32[64,64,3,3,3]cl [2] [1] [1] 1");
+  s->add_grid(15);
+  s->add_grid(8);
+  s->add_grid(1);
+  s->add_block(384);
+  s->set_launches_per_step(2);
+  s->set_mean_ns(1'500'000);
+  s->set_total_ns(6'000'000);
+  s->set_share_of_kernel(0.75);
+  s->set_measured(true);
+  const std::string table = FormatKernels(r, OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("75%"));
+  EXPECT_THAT(table, HasSubstr("aaaaaaaaaaaa*"));
+  EXPECT_THAT(table, HasSubstr("15,8,1"));
+  EXPECT_THAT(table, HasSubstr("1500.0"));
+  EXPECT_THAT(table, HasSubstr("[2] [1] [1] 1"));
+  const json j = json::parse(FormatKernels(r, OutputFormat::kJson));
+  EXPECT_DOUBLE_EQ(j.at("kernels")[0].at("coverage_pct").get<double>(), 75);
+  EXPECT_EQ(j.at("signatures")[0].at("grid"), json::array({15, 8, 1}));
+  EXPECT_EQ(j.at("signatures")[0].at("measured"), true);
+  EXPECT_THAT(FormatKernels(r, OutputFormat::kCsv),
+              HasSubstr("k_conv,aaaaaaaaaaaa,aten::cudnn_convolution,,\"f32[1,64,8,8,8]cl f32[64,64,3,3,3]cl [2] [1] "
+                        "[1] 1\",\"15,8,1\",384,0,2.0,6000000,1500000,0.75,true\n"));
 }
 
 TEST(QueryFormat, DiffTableAndJson) {

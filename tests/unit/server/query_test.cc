@@ -371,6 +371,57 @@ TEST_F(QueryTest, KernelsLargestFirstWithShares) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("top: -1 is out of range")));
 }
 
+// Signatures are stored from the worker's message and listed per listed kernel with their share of
+// it; the kernel row says its aggregate's coverage, the signature row whether it was measured.
+TEST_F(QueryTest, KernelsWithSignaturesAndCoverage) {
+  const std::string node = Register("h200-node", {Gpu(0, "NVIDIA H200")});
+  Submit({"opt12"}, {"gpu=h200"});
+  std::optional<Assignment> a = Acquire(node);
+  ASSERT_TRUE(a.has_value());
+  v1::WorkerMessage sigs;
+  sigs.mutable_signatures()->set_steps(2);
+  // The copy into channels-last (3 ms) and back (1 ms), same sizes, 2 launches each over 2 steps.
+  for (const auto& [id, shapes, ns] : std::vector<std::tuple<std::string, std::string, int64_t>>{
+           {"aaaaaaaaaaaa", "f32[1,64,8,8,8]cl f32[1,64,8,8,8] false", 6 * kMs},
+           {"bbbbbbbbbbbb", "f32[1,64,8,8,8] f32[1,64,8,8,8]cl false", 2 * kMs}}) {
+    v1::KernelSignature* k = sigs.mutable_signatures()->add_signatures();
+    k->set_id(id);
+    k->set_kernel("k_copy");
+    k->set_op("aten::copy_");
+    k->set_shapes(shapes);
+    k->add_grid(512);
+    k->add_block(128);
+    k->set_count(2);
+    k->set_total_ns(ns);
+  }
+  Complete(node, *a, "NVIDIA H200", {10 * kMs, 10 * kMs},
+           {Kernels({{"k_copy", "aten::copy_", "layout", 4, 8 * kMs}, {"k_add", "aten::add", "elementwise", 2, kMs}}),
+            std::move(sigs),
+            Metrics({{"kernel:k_copy", "coverage_pct", 75}, {"signature:aaaaaaaaaaaa", "duration_ns", 3e6}})},
+           {});
+  KernelsRequest r;
+  r.run_id = a->run_id;
+  r.signatures = true;
+  auto out = domain_->queries().Kernels(ctx_, r);
+  ASSERT_THAT(out, IsOk());
+  ASSERT_EQ(out->kernels.size(), 2u);
+  EXPECT_DOUBLE_EQ(out->kernels[0].coverage_pct, 75);
+  EXPECT_DOUBLE_EQ(out->kernels[1].coverage_pct, -1);  // not measured
+  ASSERT_EQ(out->signatures.size(), 2u);
+  EXPECT_EQ(out->signatures[0].row.id, "aaaaaaaaaaaa");  // largest first
+  EXPECT_DOUBLE_EQ(out->signatures[0].share_of_kernel, 0.75);
+  EXPECT_DOUBLE_EQ(out->signatures[0].launches_per_step, 1.0);
+  EXPECT_TRUE(out->signatures[0].measured);
+  EXPECT_FALSE(out->signatures[1].measured);
+  EXPECT_EQ(out->signatures[1].row.shapes, "f32[1,64,8,8,8] f32[1,64,8,8,8]cl false");
+  EXPECT_EQ(out->signatures[1].row.grid, std::vector<int>({512}));
+  r.top = 1;  // only the listed kernels' signatures
+  r.run_id = h_base_;
+  out = domain_->queries().Kernels(ctx_, r);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_TRUE(out->signatures.empty());  // a run stored without signatures
+}
+
 TEST_F(QueryTest, DiffAlignsByOpAndCategoryPerStep) {
   DiffRequest r;
   r.run_a = h_base_;
