@@ -205,7 +205,7 @@ int DoImportNcu(const ImportNcuCommand& c, MedprofClient& client, const CliIo& i
     return kExitUsage;
   }
   absl::StatusOr<ncu::NcuTable> table = ncu::ParseNcuCsv(text);
-  absl::StatusOr<ncu::NcuRun> run = table.ok() ? ncu::SummarizeNcu(*table) : table.status();
+  absl::StatusOr<ncu::NcuRun> run = table.ok() ? ncu::SummarizeNcu(*table, c.steps) : table.status();
   if (!run.ok()) {
     *io.err << "medprof: import-ncu: " << c.file << ": " << run.status().message() << "\n";
     return kExitUsage;

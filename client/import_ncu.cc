@@ -42,6 +42,19 @@ absl::StatusOr<ImportPlan> BuildImportRequest(const ncu::NcuRun& run, const Impo
     s->set_shared_bytes(k.shared_bytes);
     s->set_theoretical_occupancy(k.theoretical_occupancy);
   }
+  for (const ncu::NcuSignature& g : run.signatures) {
+    v1::KernelSignature* s = r.add_signatures();
+    s->set_id(g.id);
+    s->set_kernel(g.kernel);
+    s->set_phase(sub_phase);
+    for (int v : g.grid) s->add_grid(v);
+    for (int v : g.block) s->add_block(v);
+    s->set_dynamic_shared_bytes(g.dynamic_shared_bytes);
+    s->set_count(g.count);
+    s->set_total_ns(g.total_ns);
+    s->set_min_ns(g.min_ns);
+    s->set_max_ns(g.max_ns);
+  }
   auto add_metrics = [&](bool with_unknown) {
     r.clear_metrics();
     for (const ncu::NcuMetric& m : run.metrics) {

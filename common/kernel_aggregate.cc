@@ -2,9 +2,43 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 
 namespace medprof::aggregate {
+
+namespace {
+
+class Fnv {
+ public:
+  void Add(uint64_t word) {
+    for (int i = 0; i < 8; ++i) {
+      hash_ ^= (word >> (8 * i)) & 0xffu;
+      hash_ *= 1099511628211ull;
+    }
+  }
+  uint64_t hash() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 14695981039346656037ull;
+};
+
+}  // namespace
+
+std::string SignatureId(std::string_view kernel, std::string_view op, std::string_view phase, std::string_view shapes,
+                        const int32_t (&grid)[3], const int32_t (&block)[3], int32_t dynamic_shared_bytes) {
+  Fnv h;
+  for (std::string_view s : {kernel, op, phase, shapes}) {
+    for (unsigned char c : s) h.Add(c);
+    h.Add(0x100);  // field separator: "ab"+"c" differs from "a"+"bc"
+  }
+  for (int32_t v : grid) h.Add(static_cast<uint32_t>(v));
+  for (int32_t v : block) h.Add(static_cast<uint32_t>(v));
+  h.Add(static_cast<uint32_t>(dynamic_shared_bytes));
+  char out[13];
+  std::snprintf(out, sizeof(out), "%012llx", static_cast<unsigned long long>(h.hash() >> 16));
+  return out;
+}
 
 bool IsCounterUnit(std::string_view unit, std::string_view perfworks) {
   constexpr std::string_view kSum = ".sum";

@@ -18,6 +18,7 @@
 // Pure; thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
@@ -39,6 +40,12 @@ using CounterPredicate = std::function<bool(const std::string& name)>;
 // bytes, sectors, flop and the like are counters; "%" and any "x/y" unit are rates. An empty unit
 // counts as a counter when the Perfworks name ends in ".sum".
 bool IsCounterUnit(std::string_view unit, std::string_view perfworks = "");
+
+// The 12-hex-digit id of a launch signature (FNV-1a over the fields; results.proto KernelSignature.id).
+// The worker and the Nsight Compute importer name signatures with it; an importer signature has
+// no op, phase or shapes.
+std::string SignatureId(std::string_view kernel, std::string_view op, std::string_view phase, std::string_view shapes,
+                        const int32_t (&grid)[3], const int32_t (&block)[3], int32_t dynamic_shared_bytes);
 
 // The kernel's aggregate (see the header comment). Empty when `measured` is empty or T <= 0.
 std::map<std::string, double> AggregateKernel(const std::vector<SignatureSample>& measured, double kernel_ns_per_step,

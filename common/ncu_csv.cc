@@ -1,6 +1,7 @@
 #include "common/ncu_csv.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <set>
@@ -265,6 +266,78 @@ struct Acc {
   bool counter = false;
 };
 
+// One launch signature of an export: its launches and per-metric accumulators.
+struct SignatureAcc {
+  NcuSignature sig;
+  std::map<std::string, Acc> metrics;
+};
+
+std::array<int32_t, 3> Dim3Of(const std::vector<int>& v) {
+  std::array<int32_t, 3> out = {0, 0, 0};
+  for (size_t i = 0; i < v.size() && i < 3; ++i) out[i] = v[i];
+  return out;
+}
+
+SignatureAcc& CountSignature(std::map<std::string, SignatureAcc>& all, const std::string& kernel,
+                             const std::vector<int>& grid, const std::vector<int>& block, int dynamic_shared_bytes,
+                             int64_t ns) {
+  const std::array<int32_t, 3> g = Dim3Of(grid), b = Dim3Of(block);
+  const int32_t ga[3] = {g[0], g[1], g[2]}, ba[3] = {b[0], b[1], b[2]};
+  const std::string id = aggregate::SignatureId(kernel, "", "", "", ga, ba, dynamic_shared_bytes);
+  auto [it, fresh] = all.try_emplace(id);
+  NcuSignature& s = it->second.sig;
+  if (fresh) {
+    s = NcuSignature{id, kernel, grid, block, dynamic_shared_bytes, 0, 0, ns, ns};
+  }
+  ++s.count;
+  s.total_ns = SaturatingAdd(s.total_ns, ns);
+  s.min_ns = std::min(s.min_ns, ns);
+  s.max_ns = std::max(s.max_ns, ns);
+  return it->second;
+}
+
+// The per-launch value of an accumulator (counters: mean over launches; rates: duration-weighted);
+// NaN for rates of zero-duration launches and values too large for a double.
+double PerLaunch(const Acc& a) { return a.weight > 0 ? a.weighted / a.weight : std::nan(""); }
+
+// The signature scopes (per-launch values) and the kernel scopes (the aggregate over every launch
+// per step, common/kernel_aggregate.h: every launch measured, so coverage is 100 %).
+void AddSignatureLevels(const std::map<std::string, SignatureAcc>& signatures, int steps, NcuRun* run) {
+  std::map<std::string, std::vector<const SignatureAcc*>> by_kernel;
+  for (const auto& [id, sa] : signatures) by_kernel[sa.sig.kernel].push_back(&sa);
+  for (const NcuKernel& k : run->kernels) {
+    std::vector<aggregate::SignatureSample> samples;
+    std::map<std::string, const Acc*> kinds;  // name -> an accumulator (unit, counter)
+    std::vector<const SignatureAcc*>& mine = by_kernel[k.name];
+    std::sort(mine.begin(), mine.end(), [](const SignatureAcc* a, const SignatureAcc* b) {
+      return a->sig.total_ns != b->sig.total_ns ? a->sig.total_ns > b->sig.total_ns : a->sig.id < b->sig.id;
+    });
+    for (const SignatureAcc* sa : mine) {
+      run->signatures.push_back(sa->sig);
+      aggregate::SignatureSample& s = samples.emplace_back();
+      s.launches_per_step = static_cast<double>(sa->sig.count) / steps;
+      s.trace_ns_per_step = static_cast<double>(sa->sig.total_ns) / steps;
+      for (const auto& [name, a] : sa->metrics) {
+        const double v = PerLaunch(a);
+        if (!std::isfinite(v)) continue;
+        s.values[name] = v;
+        kinds.emplace(name, &a);
+        run->metrics.push_back({absl::StrCat("signature:", sa->sig.id), name, v, a.unit});
+      }
+    }
+    const auto is_counter = [&kinds](const std::string& name) {
+      auto it = kinds.find(name);
+      return it != kinds.end() && it->second->counter;
+    };
+    const std::string scope = absl::StrCat("kernel:", k.name);
+    for (const auto& [name, v] : aggregate::AggregateKernel(samples, static_cast<double>(k.total_ns) / steps, is_counter)) {
+      if (!std::isfinite(v)) continue;
+      auto it = kinds.find(name);
+      run->metrics.push_back({scope, name, v, it != kinds.end() ? it->second->unit : name == "coverage_pct" ? "%" : ""});
+    }
+  }
+}
+
 }  // namespace
 
 int NcuTable::ColumnIndex(std::string_view name) const {
@@ -379,7 +452,7 @@ MetricMapping MapNcuMetric(std::string_view perfworks_name, std::string_view nor
   return {absl::StrCat("ncu.", perfworks), std::string(A(normalized_unit)), false, 0};
 }
 
-absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t) {
+absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t, int steps) {
   if (t.rows.empty()) {
     return absl::InvalidArgumentError("ncu csv: no kernel launches after the header (was anything profiled?)");
   }
@@ -439,7 +512,7 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t) {
   run.device_name = std::string(cell(0, display_col));
 
   std::map<std::string, size_t> kernel_index;
-  std::map<std::string, std::map<std::string, Acc>> kernel_metrics;  // kernel -> name -> acc
+  std::map<std::string, SignatureAcc> signatures;  // id -> launches and metrics
   std::map<std::string, Acc> run_metrics;
   std::map<int, int> numeric_seen;  // column -> launches with a number
 
@@ -493,7 +566,11 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t) {
     k.min_ns = std::min(k.min_ns, ins);
     k.max_ns = std::max(k.max_ns, ins);
 
-    std::map<std::string, Acc>& km = kernel_metrics[name];
+    const int dyn_col_bytes =
+        smem_dyn_col < 0 ? 0 : ClampToInt(NormalizeUnit(number(r, smem_dyn_col).value_or(0), t.units[smem_dyn_col]).value);
+    SignatureAcc& sa = CountSignature(signatures, name, ParseDim3(cell(r, grid_col)), ParseDim3(cell(r, block_col)),
+                                      dyn_col_bytes, ins);
+    std::map<std::string, Acc>& km = sa.metrics;
     std::optional<double> dram_read, dram_write;
     for (const ColumnPlan& p : plans) {
       std::optional<double> v = number(r, p.index);
@@ -548,16 +625,10 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t) {
       run.metrics.push_back({"run", absl::StrCat(name, ".avg"), a.weighted / a.weight, a.unit});
     }
   }
-  // Kernel scope.
-  for (const NcuKernel& k : run.kernels) {
-    const std::string scope = absl::StrCat("kernel:", k.name);
-    for (const auto& [name, a] : kernel_metrics[k.name]) {
-      // Rates of zero-duration launches have no weight; values too large for a double are dropped.
-      const double v = a.weight > 0 ? a.weighted / a.weight : std::nan("");
-      if (!std::isfinite(v)) continue;
-      run.metrics.push_back({scope, name, v, a.unit});
-    }
-  }
+  AddSignatureLevels(signatures, std::max(1, steps), &run);
+  run.warnings.push_back(absl::StrCat(
+      "launch signatures: grouped by kernel + grid + block", smem_dyn_col >= 0 ? " + dynamic shared memory" : "",
+      " (an ncu export has no LibTorch op or input shapes)", smem_dyn_col >= 0 ? "" : "; no launch__shared_mem_per_block_dynamic column"));
   return run;
 }
 

@@ -15,11 +15,15 @@
 // kernels aggregated by name (launch count, total/min/max duration, first launch's grid and
 // block, registers, shared memory, theoretical occupancy; category from common/kernel_taxonomy.h)
 // and metric values:
-//   scope "kernel:<name>": every numeric metric column of that kernel's launches (not the device
-//     properties device__attribute_*, c2clink__*, nvlink__*, numa__*, nor NVTX range columns), converted to
-//     medprof units (NormalizeUnit) and named by MapNcuMetric (unknown columns keep their
-//     Perfworks name as "ncu.<name>"); counters (time, cycles, instructions, bytes, ...) are the
-//     mean over the kernel's launches, rates and percentages the duration-weighted mean;
+//   scope "signature:<id>": per launch signature (kernel + grid + block + dynamic shared memory):
+//     every numeric metric column of its launches (not the device properties device__attribute_*,
+//     c2clink__*, nvlink__*, numa__*, nor NVTX range columns), converted to medprof units
+//     (NormalizeUnit) and named by MapNcuMetric (unknown columns keep their Perfworks name as
+//     "ncu.<name>"); counters (time, cycles, instructions, bytes, ...) are the mean over the
+//     signature's launches, rates and percentages the duration-weighted mean;
+//   scope "kernel:<name>": the aggregate over all the kernel's launches per step, built from its
+//     signatures by common/kernel_aggregate.h (counters summed and divided by `steps`, rates
+//     duration-weighted, coverage_pct 100, launches_per_step, signatures.profiled);
 //   scope "run": gpu_time_ns (sum of durations), share.<category> (0..1 of gpu_time_ns),
 //     metrics.kernels_profiled, each mapped counter summed over all launches under its medprof
 //     name (sm_cycles, warp_instructions, dram_bytes, ...) and each mapped rate or percentage as
@@ -106,8 +110,23 @@ struct NcuKernel {
   double theoretical_occupancy = 0;  // 0..1, sm__maximum_warps_per_active_cycle_pct / 100
 };
 
+// Launches of one kernel with one grid, block and dynamic shared memory: the finest grouping an
+// export allows (it has no LibTorch op or input shapes).
+struct NcuSignature {
+  std::string id;  // common/kernel_aggregate.h SignatureId(kernel, "", "", "", grid, block, dynamic smem)
+  std::string kernel;
+  std::vector<int> grid;
+  std::vector<int> block;
+  int dynamic_shared_bytes = 0;
+  int64_t count = 0;
+  int64_t total_ns = 0;
+  int64_t min_ns = 0;
+  int64_t max_ns = 0;
+};
+
 struct NcuRun {
   std::vector<NcuKernel> kernels;  // largest total_ns first, then by name
+  std::vector<NcuSignature> signatures;  // per kernel in the order above, largest first
   std::vector<NcuMetric> metrics;  // run scope first, then per kernel in the order above
   int64_t launches = 0;
   int64_t gpu_time_ns = 0;
@@ -122,6 +141,7 @@ struct NcuRun {
 // Aggregates a parsed table as described in the header comment. INVALID_ARGUMENT when it has no
 // launch rows, no gpu__time_duration.sum column (kernel times are what compare needs), or a
 // launch whose duration is not a number.
-absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& table);
+// `steps`: the workload steps the export covers (>= 1): kernel-scope counters are per step.
+absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& table, int steps = 1);
 
 }  // namespace medprof::ncu

@@ -1,20 +1,13 @@
 #include "agent/profiler/launch_signature.h"
 
-#include "absl/strings/str_format.h"
-#include "agent/profiler/shape_table.h"
+#include "common/kernel_aggregate.h"
 
 namespace medprof::profiler {
 
 std::string LaunchSignature::Id() const {
-  ShapeHasher h;
-  for (const std::string* s : {&kernel, &op, &phase, &shapes}) {
-    for (unsigned char c : *s) h.Add(c);
-    h.Add(0x100);  // field separator: "ab"+"c" differs from "a"+"bc"
-  }
-  for (int32_t v : grid) h.Add(static_cast<uint32_t>(v));
-  for (int32_t v : block) h.Add(static_cast<uint32_t>(v));
-  h.Add(static_cast<uint32_t>(dynamic_shared_bytes));
-  return absl::StrFormat("%012x", h.hash() >> 16);
+  const int32_t g[3] = {grid[0], grid[1], grid[2]};
+  const int32_t b[3] = {block[0], block[1], block[2]};
+  return aggregate::SignatureId(kernel, op, phase, shapes, g, b, dynamic_shared_bytes);
 }
 
 }  // namespace medprof::profiler

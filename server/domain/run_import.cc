@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -25,6 +27,39 @@ constexpr size_t kMaxMetricNameChars = 256;
 constexpr size_t kMaxUnitChars = 64;
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+bool IsSignatureId(std::string_view id) {
+  return id.size() == 12 && std::all_of(id.begin(), id.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// Signatures: ids well formed and unique, of a kernel the request has, counts and times in range.
+absl::Status CheckSignatures(const ImportRunRequest& r) {
+  if (r.signatures.size() > kMaxKernels) {
+    return Invalid(absl::StrCat("signatures: ", r.signatures.size(), " rows (allowed at most ", kMaxKernels, ")"));
+  }
+  std::set<std::string> kernels, ids;
+  for (const v1::KernelStat& k : r.kernels) kernels.insert(k.name());
+  for (size_t i = 0; i < r.signatures.size(); ++i) {
+    const v1::KernelSignature& s = r.signatures[i];
+    const std::string where = absl::StrCat("signatures[", i, "]");
+    if (!IsSignatureId(s.id())) return Invalid(absl::StrCat(where, ".id: '", s.id().substr(0, 32), "' (allowed: 12 hex digits)"));
+    if (!ids.insert(s.id()).second) return Invalid(absl::StrCat(where, ".id: '", s.id(), "' appears twice"));
+    if (!kernels.contains(s.kernel())) {
+      return Invalid(absl::StrCat(where, ".kernel: '", s.kernel().substr(0, 64), "' is not one of the request's kernels"));
+    }
+    if (s.op().size() > kMaxKernelNameChars || s.shapes().size() > kMaxKernelNameChars || s.phase().size() > 64) {
+      return Invalid(absl::StrCat(where, ": op and shapes at most ", kMaxKernelNameChars, " characters, phase 64"));
+    }
+    if (s.count() < 1 || s.total_ns() < 0 || s.min_ns() < 0 || s.max_ns() < s.min_ns() || s.grid_size() > 3 ||
+        s.block_size() > 3 || s.dynamic_shared_bytes() < 0) {
+      return Invalid(absl::StrCat(where, ": count >= 1, 0 <= min_ns <= max_ns, total_ns >= 0, grid and block at most "
+                                         "3 values, dynamic_shared_bytes >= 0"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 bool Printable(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return c >= 0x20 && c != 0x7f; });
@@ -81,6 +116,7 @@ absl::Status CheckRequest(const ImportRunRequest& r) {
       return Invalid(absl::StrCat(where, ".theoretical_occupancy: ", k.theoretical_occupancy(), " (allowed 0..1)"));
     }
   }
+  MEDPROF_RETURN_IF_ERROR(CheckSignatures(r));
   if (r.metrics.size() > kMaxMetrics) {
     return Invalid(absl::StrCat("metrics: ", r.metrics.size(), " rows (allowed at most ", kMaxMetrics, ")"));
   }
@@ -90,10 +126,11 @@ absl::Status CheckRequest(const ImportRunRequest& r) {
     const bool scope_ok = m.scope() == "run" ||
                           (absl::StartsWith(m.scope(), "phase:") && m.scope().size() > 6 && m.scope().size() <= 64) ||
                           (absl::StartsWith(m.scope(), "kernel:") && m.scope().size() > 7 &&
-                           m.scope().size() <= 7 + kMaxKernelNameChars);
+                           m.scope().size() <= 7 + kMaxKernelNameChars) ||
+                          (absl::StartsWith(m.scope(), "signature:") && IsSignatureId(m.scope().substr(10)));
     if (!scope_ok) {
       return Invalid(absl::StrCat(where, ".scope: '", m.scope().substr(0, 64),
-                                  "' (allowed: run, phase:<name>, kernel:<kernel name>)"));
+                                  "' (allowed: run, phase:<name>, kernel:<kernel name>, signature:<12 hex digits>)"));
     }
     if (m.name().empty() || m.name().size() > kMaxMetricNameChars) {
       return Invalid(absl::StrCat(where, ".name: required, at most ", kMaxMetricNameChars, " characters"));
@@ -104,6 +141,17 @@ absl::Status CheckRequest(const ImportRunRequest& r) {
     }
   }
   return absl::OkStatus();
+}
+
+std::vector<SignatureRow> SignatureRows(const std::vector<v1::KernelSignature>& signatures, int steps) {
+  std::vector<SignatureRow> rows;
+  for (const v1::KernelSignature& s : signatures) {
+    rows.push_back(SignatureRow{s.id(), s.kernel(), s.op(), s.phase(), s.shapes(),
+                                std::vector<int>(s.grid().begin(), s.grid().end()),
+                                std::vector<int>(s.block().begin(), s.block().end()), s.dynamic_shared_bytes(),
+                                s.count(), s.total_ns(), s.min_ns(), s.max_ns(), steps});
+  }
+  return rows;
 }
 
 // The profiler's sub-phase name of kernels in a step phase, for rows that do not say.
@@ -240,6 +288,7 @@ absl::StatusOr<ImportRunResult> RunImporter::Import(const CallContext& ctx, cons
     MEDPROF_RETURN_IF_ERROR(tx.InsertSteps(run.run_id, step_rows));
     MEDPROF_RETURN_IF_ERROR(tx.InsertKernels(run.run_id, kernels));
     MEDPROF_RETURN_IF_ERROR(tx.InsertMetrics(run.run_id, metrics));
+    MEDPROF_RETURN_IF_ERROR(tx.InsertSignatures(run.run_id, SignatureRows(r.signatures, steps)));
 
     job.state = JobState::kSucceeded;
     return RecordJobChange(tx, now, job, run.run_id,

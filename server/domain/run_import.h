@@ -41,6 +41,7 @@ struct ImportRunRequest {
   v1::Environment environment;
   std::vector<v1::KernelStat> kernels;  // 1..100000 rows
   std::vector<v1::MetricValue> metrics;  // <= 2000000 rows
+  std::vector<v1::KernelSignature> signatures;  // <= 100000, each of a kernel in `kernels`
 };
 
 struct ImportRunResult {

@@ -14,6 +14,7 @@ ImportRunRequest FromProto(const v1::ImportRunRequest& p) {
   r.environment = p.environment();
   r.kernels.assign(p.kernels().begin(), p.kernels().end());
   r.metrics.assign(p.metrics().begin(), p.metrics().end());
+  r.signatures.assign(p.signatures().begin(), p.signatures().end());
   return r;
 }
 

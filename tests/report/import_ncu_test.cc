@@ -112,6 +112,23 @@ TEST_F(ImportNcuTest, RealH200ExportRoundTripsAsARun) {
   EXPECT_NEAR((metric[{"kernel:" + conv->name(), "l2_hit_pct"}]), 93.027944, 1e-5);
   EXPECT_NEAR((metric[{"run", "sm_cycles"}]), 36227154.38, 1e-3);
   EXPECT_NEAR((metric[{"run", "tensor_pipe_pct.avg"}]), 18.773583, 1e-5);
+  // Two levels: the kernel's aggregate over its launches and one signature per grid and block.
+  EXPECT_NEAR((metric[{"kernel:" + conv->name(), "duration_ns"}]), 6286912.0, 1e-6);
+  EXPECT_DOUBLE_EQ((metric[{"kernel:" + conv->name(), "coverage_pct"}]), 100);
+  v1::ListKernelsRequest kr;
+  kr.set_run_id(run_id);
+  kr.set_signatures(true);
+  auto listed = client_->ListKernels(kr);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  int64_t norm_launches = 0;
+  for (const v1::SignatureShare& s : listed->signatures()) {
+    EXPECT_TRUE(s.measured()) << s.id();
+    EXPECT_EQ(s.phase(), "fwd");
+    if (s.kernel() == norm->name()) norm_launches += static_cast<int64_t>(s.launches_per_step());
+    EXPECT_NEAR((metric[{"signature:" + s.id(), "duration_ns"}]), static_cast<double>(s.mean_ns()), 1.0) << s.id();
+  }
+  EXPECT_EQ(norm_launches, 6);
+  EXPECT_THAT(r.err, HasSubstr("grouped by kernel + grid + block"));
   ASSERT_EQ(run->steps_size(), 1);
   EXPECT_EQ(run->steps(0).phase(), v1::PHASE_FORWARD);
   EXPECT_EQ(run->steps(0).wall_ns(), 18957120);

@@ -3,6 +3,7 @@
 // (tests/testdata/ncu/tiny_raw.csv: 4 launches of 3 kernels, ==PROF== lines, thousands
 // separators, n/a, a units row with usecond / Mbyte / Kbyte / Kbyte/block).
 #include "common/ncu_csv.h"
+#include "common/kernel_aggregate.h"
 
 #include <cmath>
 #include <fstream>
@@ -98,6 +99,22 @@ TEST(NcuCsvTest, SummarizesKernelsWithTaxonomyAndFirstLaunchShape) {
   EXPECT_THAT(run->kernels[2].grid, ElementsAre(4096, 1, 1));
 }
 
+// The export covers two steps: the kernel's counters are per step; a kernel with one signature
+// gets the same rates as the signature.
+TEST(NcuCsvTest, KernelCountersArePerStep) {
+  auto t = ParseNcuCsv(ReadTestData("tiny_raw.csv"));
+  ASSERT_THAT(t.status(), IsOk());
+  auto run = SummarizeNcu(*t, /*steps=*/2);
+  ASSERT_THAT(run.status(), IsOk());
+  auto m = ByKey(*run);
+  const std::string k = std::string("kernel:") + kConv;
+  EXPECT_DOUBLE_EQ(At(m, k, "duration_ns").value, 1250000);
+  EXPECT_DOUBLE_EQ(At(m, k, "launches_per_step").value, 1);
+  const int32_t grid[3] = {2048, 1, 1}, block[3] = {128, 1, 1};
+  const std::string sig = "signature:" + aggregate::SignatureId(kConv, "", "", "", grid, block, 0);
+  EXPECT_DOUBLE_EQ(At(m, k, "tensor_pipe_pct").value, At(m, sig, "tensor_pipe_pct").value);
+}
+
 TEST(NcuCsvTest, MapsMetricsToMedprofNamesWithUnitConversion) {
   auto t = ParseNcuCsv(ReadTestData("tiny_raw.csv"));
   ASSERT_THAT(t.status(), IsOk());
@@ -124,12 +141,25 @@ TEST(NcuCsvTest, MapsMetricsToMedprofNamesWithUnitConversion) {
   EXPECT_EQ(At(m, "run", "l2_hit_pct.avg").unit, "%");
   EXPECT_EQ((m.count({"run", "ncu.smsp__pcsamp_sample_count"})), 0u);  // unknowns stay per kernel
 
-  // Kernel scope: counters are the mean per launch, rates duration-weighted.
-  EXPECT_DOUBLE_EQ(At(m, k, "duration_ns").value, 1250000);
+  // Kernel scope: the aggregate over all launches per step (one step here): counters summed, rates
+  // duration-weighted, every launch measured.
+  EXPECT_DOUBLE_EQ(At(m, k, "duration_ns").value, 2500000);
   EXPECT_EQ(At(m, k, "duration_ns").unit, "ns");
-  EXPECT_DOUBLE_EQ(At(m, k, "sm_cycles").value, 1727000);
-  EXPECT_DOUBLE_EQ(At(m, k, "warp_instructions").value, 2400000);
-  EXPECT_NEAR(At(m, k, "dram_bytes").value, 13012000, 1e-3);
+  EXPECT_DOUBLE_EQ(At(m, k, "sm_cycles").value, 3454000);
+  EXPECT_DOUBLE_EQ(At(m, k, "warp_instructions").value, 4800000);
+  EXPECT_NEAR(At(m, k, "dram_bytes").value, 26024000, 1e-3);
+  EXPECT_DOUBLE_EQ(At(m, k, "coverage_pct").value, 100);
+  EXPECT_DOUBLE_EQ(At(m, k, "launches_per_step").value, 2);
+  // Signature scope: its two launches (one grid and block) per launch.
+  const int32_t grid[3] = {2048, 1, 1}, block[3] = {128, 1, 1};
+  const std::string sig = "signature:" + aggregate::SignatureId(kConv, "", "", "", grid, block, 0);
+  EXPECT_DOUBLE_EQ(At(m, sig, "duration_ns").value, 1250000);
+  EXPECT_DOUBLE_EQ(At(m, sig, "sm_cycles").value, 1727000);
+  EXPECT_DOUBLE_EQ(At(m, sig, "warp_instructions").value, 2400000);
+  ASSERT_EQ(run->signatures.size(), 3u);
+  EXPECT_EQ(run->signatures[0].kernel, kConv);
+  EXPECT_EQ(run->signatures[0].count, 2);
+  EXPECT_THAT(run->warnings, ::testing::Contains(::testing::HasSubstr("grouped by kernel + grid + block")));
   EXPECT_NEAR(At(m, k, "tensor_pipe_pct").value, 197499.4 / 2500.0, 1e-9);
   EXPECT_NEAR(At(m, k, "fma_pipe_pct").value, (3.10 * 1250.5 + 2.90 * 1249.5) / 2500.0, 1e-9);
   EXPECT_NEAR(At(m, k, "stall.long_scoreboard").value, 4499.95 / 2500.0, 1e-9);
@@ -299,9 +329,9 @@ TEST(NcuCsvRealExportTest, H200Opt1ForwardSummarizes) {
   const std::string k = "kernel:" + conv.name;
   EXPECT_NEAR(At(m, k, "tensor_pipe_pct").value, 55.910627, 1e-5);
   EXPECT_NEAR(At(m, k, "l2_hit_pct").value, 93.027944, 1e-5);
-  EXPECT_NEAR(At(m, k, "sm_cycles").value, 1875542.18, 1e-3);
-  EXPECT_NEAR(At(m, k, "warp_instructions").value, 300993024, 1e-3);
-  EXPECT_NEAR(At(m, k, "duration_ns").value, 6286912.0 / 6, 1e-6);
+  EXPECT_NEAR(At(m, k, "sm_cycles").value, 1875542.18 * 6, 1e-2);  // six launches, one step
+  EXPECT_NEAR(At(m, k, "warp_instructions").value, 300993024.0 * 6, 1e-1);
+  EXPECT_NEAR(At(m, k, "duration_ns").value, 6286912.0, 1e-6);
   // ncu reads 444.30 % L2 hits on a tiny launch: percentages are clamped to 0..100.
   EXPECT_NEAR(At(m, "kernel:" + top.name, "l2_hit_pct").value, 0.363229, 1e-5);
   EXPECT_NEAR(At(m, "run", "sm_cycles").value, 36227154.38, 1e-3);
