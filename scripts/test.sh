@@ -8,7 +8,18 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/build.sh"
 build=${MEDPROF_BUILD_DIR:-$root/build}
 cd "$build"
-ctest --output-on-failure --timeout 900 -LE gpu -j "${MEDPROF_TEST_JOBS:-2}" "$@"
+# A skipped test counts as failed (e.g. the real-Slurm tests where Slurm cannot start): ctest
+# itself passes a run whose tests were "Not Run"/skipped, so the log is read for them.
+set +e
+ctest --output-on-failure --timeout 900 -LE gpu -j "${MEDPROF_TEST_JOBS:-2}" "$@" 2>&1 | tee "$build/ctest.log"
+rc=${PIPESTATUS[0]}
+set -e
+[ "$rc" -eq 0 ] || exit "$rc"
+if grep -qE '\*\*\*Skipped|\*\*\*Not Run|Not Run \(Disabled\)' "$build/ctest.log"; then
+  echo "test.sh: skipped tests count as failed:" >&2
+  grep -E '\*\*\*Skipped|\*\*\*Not Run|Not Run \(Disabled\)' "$build/ctest.log" >&2
+  exit 1
+fi
 # Fuzzing: each libFuzzer target for MEDPROF_FUZZ_SECONDS (60) from its committed seeds, in a
 # clang/ASan build of its own (scripts/fuzz.sh; skipped without clang). Only in the full run
 # (no ctest arguments); MEDPROF_FUZZ=0 skips it.
