@@ -1,5 +1,7 @@
 #include "common/kernel_aggregate.h"
 
+#include "common/fnv_hash.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,27 +9,9 @@
 
 namespace medprof::aggregate {
 
-namespace {
-
-class Fnv {
- public:
-  void Add(uint64_t word) {
-    for (int i = 0; i < 8; ++i) {
-      hash_ ^= (word >> (8 * i)) & 0xffu;
-      hash_ *= 1099511628211ull;
-    }
-  }
-  uint64_t hash() const { return hash_; }
-
- private:
-  uint64_t hash_ = 14695981039346656037ull;
-};
-
-}  // namespace
-
 std::string SignatureId(std::string_view kernel, std::string_view op, std::string_view phase, std::string_view shapes,
                         const int32_t (&grid)[3], const int32_t (&block)[3], int32_t dynamic_shared_bytes) {
-  Fnv h;
+  FnvHasher h;
   for (std::string_view s : {kernel, op, phase, shapes}) {
     for (unsigned char c : s) h.Add(c);
     h.Add(0x100);  // field separator: "ab"+"c" differs from "a"+"bc"

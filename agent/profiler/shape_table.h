@@ -20,6 +20,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/fnv_hash.h"
+
 namespace medprof::profiler {
 
 inline uint64_t EncodeExternalId(uint32_t op_slot, uint32_t shape_id) {
@@ -50,19 +52,7 @@ class ShapeTable {
   std::vector<std::string> texts_;  // by id - 1
 };
 
-// FNV-1a over 64-bit words: what the op tracer feeds (dtype, rank, sizes of each tensor input).
-class ShapeHasher {
- public:
-  void Add(uint64_t word) {
-    for (int i = 0; i < 8; ++i) {
-      hash_ ^= (word >> (8 * i)) & 0xffu;
-      hash_ *= 1099511628211ull;
-    }
-  }
-  uint64_t hash() const { return hash_; }
-
- private:
-  uint64_t hash_ = 14695981039346656037ull;
-};
+// What the op tracer feeds its inputs to (dtype, sizes, strides, scalar arguments).
+using ShapeHasher = FnvHasher;
 
 }  // namespace medprof::profiler
