@@ -21,6 +21,7 @@
 #include "server/domain/tokens.h"
 #include "server/monitor/prometheus_exporter.h"
 #include "server/rpc/grpc_server.h"
+#include "server/store/db_lock.h"
 #include "server/store/sqlite_store.h"
 
 namespace medprof::server {
@@ -184,6 +185,9 @@ int Run(const Flags& flags, const sigset_t& signals) {
           absl::StrCat("--db ", flags.db, ": directory ", dir.string(), " does not exist (create it first)")));
     }
   }
+  // One server per database: the lock is held until this process exits.
+  absl::StatusOr<std::unique_ptr<DbLock>> db_lock = DbLock::Acquire(flags.db);
+  if (!db_lock.ok()) return Fail(db_lock.status());
   SqliteStoreOptions store_options;
   store_options.path = flags.db;
   store_options.synchronous = *sync;

@@ -162,6 +162,9 @@ absl::Status GrpcServer::Start(Domain* domain) {
   // Agents behind NAT send keepalive pings on their long-lived calls; allow them.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  // gRPC sets SO_REUSEPORT by default, which lets a second server bind the same port and take
+  // half the connections (to another database). One server per port: a port in use is refused.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     server_.reset();

@@ -72,7 +72,8 @@ class GrpcServer {
   ~GrpcServer();
 
   // Binds and starts serving `domain`, which must outlive the server. UNAVAILABLE when the
-  // address cannot be bound.
+  // address cannot be bound — also when another process listens on the port: SO_REUSEPORT is
+  // off, so two servers never split one port's connections.
   absl::Status Start(Domain* domain);
   // The bound port (after Start()).
   int port() const { return port_; }

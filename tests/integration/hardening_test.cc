@@ -1,0 +1,55 @@
+// Hardening, round two (issue 22), with the real binaries on loopback: one server per port and
+// per database, TLS checked before listening, mutual TLS from the CLI and the agent, read-only
+// databases refused at start-up, tokens and names that cannot reach a terminal raw.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/harness.h"
+
+namespace medprof::itest {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// medprof-server with `args`, expected to refuse to start: its exit code and output.
+CommandResult ServerRefusal(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {BinPath("medprof-server")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommand(argv, {}, std::chrono::seconds(30));
+}
+
+// Case 1: a second server on the same port, or on the same database, is refused.
+TEST(HardeningTest, OneServerPerPortAndPerDatabase) {
+  const std::string dir = MakeTempDir("one-server");
+  auto first = ServerFixture::Start(dir + "/a.db");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(Cli((*first)->address(), {"studies"}).exit_code, 0);
+
+  CommandResult same_port = ServerRefusal({"--db", dir + "/b.db", "--listen", (*first)->address(),
+                                           "--metrics-listen", "off"});
+  EXPECT_EQ(same_port.exit_code, 2) << same_port.err;
+  EXPECT_THAT(same_port.err, HasSubstr(absl::StrCat("cannot listen on ", (*first)->address())));
+  EXPECT_THAT(same_port.err, Not(HasSubstr("listening on")));
+
+  CommandResult same_db = ServerRefusal({"--db", dir + "/a.db", "--listen", "127.0.0.1:0", "--metrics-listen", "off"});
+  EXPECT_EQ(same_db.exit_code, 2) << same_db.err;
+  EXPECT_THAT(same_db.err, HasSubstr(absl::StrCat("is in use by another medprof-server (PID ",
+                                                  (*first)->process().pid(), ", lock file ")));
+  EXPECT_THAT(same_db.err, Not(HasSubstr("listening on")));
+
+  // The lock goes with its holder, even on SIGKILL: a restart on the same database works.
+  (*first)->process().Signal(SIGKILL);
+  (*first)->process().Wait(std::chrono::seconds(10));
+  auto again = ServerFixture::Start(dir + "/a.db");
+  ASSERT_TRUE(again.ok()) << again.status();
+}
+
+}  // namespace
+}  // namespace medprof::itest
