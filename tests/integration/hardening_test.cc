@@ -51,5 +51,25 @@ TEST(HardeningTest, OneServerPerPortAndPerDatabase) {
   ASSERT_TRUE(again.ok()) << again.status();
 }
 
+std::string TlsData(const std::string& name) {
+  return std::string(std::getenv("MEDPROF_SOURCE_DIR")) + "/tests/unit/server/testdata/tls/" + name;
+}
+
+// Case 2: broken TLS material refuses the start, with the cause, before anything listens.
+TEST(HardeningTest, BrokenTlsRefusesTheStart) {
+  const std::string dir = MakeTempDir("bad-tls");
+  struct Case {
+    std::string cert, key, expected;
+  };
+  for (const Case& c : {Case{"server.crt", "client.key", "client.key: does not match the certificate of --tls-cert"},
+                        Case{"server.key", "server.key", "server.key: holds no PEM certificate (is it the key?)"}}) {
+    CommandResult r = ServerRefusal({"--db", dir + "/m.db", "--listen", "127.0.0.1:0", "--metrics-listen", "off",
+                                     "--tls-cert", TlsData(c.cert), "--tls-key", TlsData(c.key)});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.expected));
+    EXPECT_THAT(r.err, Not(HasSubstr("listening on")));
+  }
+}
+
 }  // namespace
 }  // namespace medprof::itest
