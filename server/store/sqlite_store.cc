@@ -2,8 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <filesystem>
 #include <array>
 #include <type_traits>
 #include <utility>
@@ -781,6 +787,49 @@ absl::StatusOr<std::string> PragmaText(Db& db, std::string_view pragma) {
   return row ? st->Text(0) : std::string();
 }
 
+// Start-up: the database file must be writable and its -wal and -shm files writable or
+// creatable (a read-only file would open, then refuse every write). Checked on the file system
+// first, for a message naming the file; then by a write transaction that is rolled back,
+// which catches what access(2) cannot see (read-only mounts, a -wal that is a directory).
+absl::Status CheckWritableFiles(const std::string& path) {
+  const std::filesystem::path db = std::filesystem::absolute(path);
+  const std::string dir = db.parent_path().string();
+  for (const std::string& file : {db.string(), db.string() + "-wal", db.string() + "-shm"}) {
+    struct stat st {};
+    if (stat(file.c_str(), &st) != 0) {
+      if (access(dir.c_str(), W_OK | X_OK) != 0) {
+        return absl::FailedPreconditionError(absl::StrCat(file, " cannot be created: directory ", dir,
+                                                          " is not writable (", std::strerror(errno), ")"));
+      }
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(file, " is not a regular file"));
+    if (access(file.c_str(), R_OK | W_OK) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(file, " is not writable (", std::strerror(errno), "); the server writes it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProbeWrite(Db& db) {
+  if (sqlite3_db_readonly(db.handle(), "main") == 1) {
+    return absl::FailedPreconditionError("SQLite opened the database read-only (file or file system read-only)");
+  }
+  MEDPROF_ASSIGN_OR_RETURN(std::string version, PragmaText(db, "PRAGMA user_version"));
+  MEDPROF_RETURN_IF_ERROR(db.ExecScript("BEGIN IMMEDIATE"));
+  absl::Status s = db.ExecScript(absl::StrCat("PRAGMA user_version = ", version.empty() ? "0" : version));
+  (void)db.ExecScript("ROLLBACK");
+  return Annotate(s, "a test write (rolled back) failed");
+}
+
+// Start-up errors ask the operator to fix something: FAILED_PRECONDITION, with the context.
+absl::Status StartupError(const absl::Status& s, const std::string& context) {
+  const absl::StatusCode code =
+      s.code() == absl::StatusCode::kUnavailable ? absl::StatusCode::kFailedPrecondition : s.code();
+  return absl::Status(code, absl::StrCat(context, ": ", s.message()));
+}
+
 }  // namespace
 
 absl::StatusOr<Synchronous> ParseSynchronous(std::string_view text) {
@@ -797,8 +846,11 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteStore
         absl::StrCat("busy_timeout_ms: ", options.busy_timeout_ms, " is out of range (allowed 0..600000)"));
   }
   const std::string context = absl::StrCat("opening database ", options.path);
+  if (options.path != ":memory:") {
+    if (absl::Status s = CheckWritableFiles(options.path); !s.ok()) return StartupError(s, context);
+  }
   auto db_or = Db::Open(options.path);
-  if (!db_or.ok()) return Annotate(db_or.status(), context);
+  if (!db_or.ok()) return StartupError(db_or.status(), context);
   std::unique_ptr<Db> db = std::move(db_or).value();
 
   absl::Status s = [&]() -> absl::Status {
@@ -807,11 +859,12 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteStore
     return db->ExecScript(options.synchronous == Synchronous::kFull ? "PRAGMA synchronous = FULL"
                                                                       : "PRAGMA synchronous = NORMAL");
   }();
-  if (!s.ok()) return Annotate(s, context);
+  if (!s.ok()) return StartupError(s, context);
   auto mode = PragmaText(*db, "PRAGMA journal_mode = WAL");
-  if (!mode.ok()) return Annotate(mode.status(), context);
+  if (!mode.ok()) return StartupError(mode.status(), context);
   auto version = Migrate(*db, options.schema_version, Clock::Real()->NowUnixMs());
-  if (!version.ok()) return Annotate(version.status(), context);
+  if (!version.ok()) return StartupError(version.status(), context);
+  if (absl::Status w = ProbeWrite(*db); !w.ok()) return StartupError(w, context);
   return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(db), *version, *mode));
 }
 

@@ -3,8 +3,11 @@
 // Open() sets WAL journaling (a file DB; an in-memory DB has no WAL), the chosen synchronous
 // level (NORMAL by default: durable across process crashes; FULL: also across power loss),
 // a busy timeout and foreign keys, then applies the numbered migrations (migrations.h) at
-// start-up. Each Write() is one BEGIN IMMEDIATE ... COMMIT transaction; every statement is a
-// cached prepared statement.
+// start-up. It refuses (FAILED_PRECONDITION, naming the file) a database it could open but not
+// write: a read-only or immutable file, a -wal or -shm file it cannot write or create. Each
+// Write() is one BEGIN IMMEDIATE ... COMMIT transaction; every statement is a cached prepared
+// statement. Errors of SQLite calls carry a code and a cause fit for clients, never SQL
+// (sqlite_db.h: SqliteError).
 //
 // Owns its connection. Thread-safe: one mutex serializes transactions (one connection; the
 // server's load — tens of agents, results in batches — is far below what that carries).

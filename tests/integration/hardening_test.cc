@@ -71,5 +71,48 @@ TEST(HardeningTest, BrokenTlsRefusesTheStart) {
   }
 }
 
+// chattr +i: read-only even for root (the test runs as root in CI; mode bits would not do).
+// Blocks writes through descriptors already open, too.
+void SetImmutable(const std::string& path, bool on) {
+  ASSERT_EQ(RunCommand({"/bin/sh", "-c", absl::StrCat("chattr ", on ? "+i '" : "-i '", path, "'")}).exit_code, 0)
+      << "chattr on " << path;
+}
+
+std::vector<std::string> SubmitArgs(const std::string& name) {
+  std::vector<std::string> args = {"submit", "--name", name, "--presets", "baseline"};
+  for (const std::string& f : TinyModelFlags()) args.push_back(f);
+  return args;
+}
+
+// Case 4: a read-only database refuses the start; a write that fails later reaches the client
+// as UNAVAILABLE with the cause and no SQL (the statement goes to the server log).
+TEST(HardeningTest, ReadOnlyDatabasesAndStoreErrors) {
+  const std::string dir = MakeTempDir("read-only");
+  const std::string db = dir + "/ro.db";
+  {
+    auto server = ServerFixture::Start(db);
+    ASSERT_TRUE(server.ok()) << server.status();
+  }
+  SetImmutable(db, true);
+  CommandResult r = ServerRefusal({"--db", db, "--listen", "127.0.0.1:0", "--metrics-listen", "off"});
+  SetImmutable(db, false);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(db + " is not writable (Operation not permitted)"));
+  EXPECT_THAT(r.err, Not(HasSubstr("listening on")));
+
+  auto server = ServerFixture::Start(db);
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_EQ(Cli((*server)->address(), SubmitArgs("before")).exit_code, 0);
+  SetImmutable(db + "-wal", true);
+  CommandResult refused = Cli((*server)->address(), SubmitArgs("during"));
+  SetImmutable(db + "-wal", false);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("(UNAVAILABLE): database: the server cannot write its database: disk I/O error"));
+  EXPECT_THAT(refused.err, Not(HasSubstr("INSERT")));
+  EXPECT_THAT(refused.err, Not(HasSubstr("sqlite3_")));
+  EXPECT_TRUE((*server)->process().WaitForLine("sqlite: sqlite3_step(", std::chrono::seconds(5)).has_value())
+      << "the statement goes to the server log";
+}
+
 }  // namespace
 }  // namespace medprof::itest
