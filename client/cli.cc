@@ -15,6 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/status.h"
+#include "common/token_text.h"
 #include "common/version.h"
 #include "common/workload_config.h"
 
@@ -301,6 +302,8 @@ absl::Status ValidateServerAddress(absl::string_view address, absl::string_view 
 }
 
 absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, const EnvLookup& env) {
+  // Before CLI11, whose "not expected" message would print the secret.
+  MEDPROF_RETURN_IF_ERROR(token::RefuseTokenOnCommandLine(argv, "MEDPROF_TOKEN_FILE=FILE (or MEDPROF_TOKEN)"));
   Command out;
   CLI::App app{"medprof: submit Med-DDPM profiling studies to a medprof server and read the results", "medprof"};
   app.fallthrough();  // global flags are accepted after the command too
@@ -508,6 +511,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     conn.timeout_s = static_cast<int>(t);
   }
   if (auto token = env("MEDPROF_TOKEN"); token && !token->empty()) {
+    MEDPROF_RETURN_IF_ERROR(token::CheckShape(*token, "MEDPROF_TOKEN"));
     conn.token = *token;
   } else if (auto file = env("MEDPROF_TOKEN_FILE"); file && !file->empty()) {
     conn.token_file = *file;

@@ -1,6 +1,7 @@
 #include "client/client.h"
 
 #include "common/net.h"
+#include "common/token_text.h"
 
 #include <arpa/inet.h>
 
@@ -88,15 +89,13 @@ absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view server
 absl::StatusOr<std::unique_ptr<MedprofClient>> MedprofClient::Connect(
     const ConnectionOptions& options) {
   ConnectionOptions opts = options;
-  if (opts.token.empty() && !opts.token_file.empty()) {
-    auto token = ReadFile(opts.token_file, "MEDPROF_TOKEN_FILE");
+  // Checked here too (not only by the CLI's parser): gRPC aborts on metadata it cannot send.
+  if (!opts.token.empty()) {
+    if (absl::Status s = token::CheckShape(opts.token, "MEDPROF_TOKEN"); !s.ok()) return s;
+  } else if (!opts.token_file.empty()) {
+    absl::StatusOr<std::string> token = token::ReadTokenFile(opts.token_file, "MEDPROF_TOKEN_FILE");
     if (!token.ok()) return token.status();
-    std::string first_line = token->substr(0, token->find('\n'));
-    opts.token = std::string(absl::StripAsciiWhitespace(first_line));
-    if (opts.token.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("MEDPROF_TOKEN_FILE: '", opts.token_file, "' holds no token on its first line"));
-    }
+    opts.token = *std::move(token);
   }
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (UsesTls(opts)) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/format.h"
+#include "common/token_text.h"
 #include "client/progress.h"
 #include "client/import_ncu.h"
 #include "client/query_format.h"
@@ -349,6 +350,9 @@ int RunCli(const std::vector<std::string>& argv, const EnvLookup& env, const Cli
   if (std::holds_alternative<PrintCommand>(command->body) ||
       std::holds_alternative<ClassifyCommand>(command->body)) {
     return Execute(*command, nullptr, io, policy);
+  }
+  if (!command->connection.token_file.empty()) {
+    if (std::string w = token::TokenFileWarning(command->connection.token_file); !w.empty()) *io.err << "medprof: " << w << "\n";
   }
   absl::StatusOr<std::unique_ptr<MedprofClient>> client = MedprofClient::Connect(command->connection);
   if (!client.ok()) {

@@ -20,6 +20,7 @@
 #include "agent/agent/uplink.h"
 #include "agent/agent/work_dir.h"
 #include "common/logging.h"
+#include "common/token_text.h"
 
 namespace {
 
@@ -56,6 +57,12 @@ int main(int argc, char** argv) {
   bool show_version = false;
   app.add_flag("--version", show_version, "Print the version and exit");
   AddFlags(&app, &options);
+  // Before CLI11, whose "not expected" message would print the secret.
+  if (absl::Status s = medprof::token::RefuseTokenOnCommandLine(std::vector<std::string>(argv, argv + argc),
+                                                                "--token-file FILE (or MEDPROF_TOKEN)");
+      !s.ok()) {
+    return Fail(s);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -113,6 +120,9 @@ int main(int argc, char** argv) {
   if (!name.ok()) return Fail(name.status());
   absl::StatusOr<std::string> token = LoadToken(options, env);
   if (!token.ok()) return Fail(token.status());
+  if (!options.token_file.empty()) {
+    if (std::string w = medprof::token::TokenFileWarning(options.token_file); !w.empty()) kLog.Warn("{}", w);
+  }
   absl::StatusOr<ServerAddress> address = ParseServerAddress(options.server);
   if (!address.ok()) return Fail(address.status());
 

@@ -14,6 +14,7 @@
 #include "agent/agent/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/token_text.h"
 
 namespace medprof::agent {
 namespace {
@@ -237,24 +238,12 @@ absl::StatusOr<int> ValidateMaxJobs(int max_jobs, int device_count) {
 }
 
 absl::StatusOr<std::string> LoadToken(const AgentOptions& options, const EnvLookup& env) {
-  std::string token;
-  if (!options.token_file.empty()) {
-    auto text = ReadFile(options.token_file);
-    if (!text.ok())
-      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", text.status().message()));
-    token = text->substr(0, text->find('\n'));
-    if (token.empty())
-      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", options.token_file, " is empty"));
-  } else if (auto t = env("MEDPROF_TOKEN"); t.has_value()) {
-    token = *t;
-  }
-  token = std::string(absl::StripAsciiWhitespace(token));
-  for (char c : token) {
-    if (static_cast<unsigned char>(c) < 0x21 || c == 0x7f) {
-      return absl::InvalidArgumentError("agent token: contains a space or control character (not allowed)");
-    }
-  }
-  return token;
+  if (!options.token_file.empty()) return token::ReadTokenFile(options.token_file, "--token-file");
+  std::optional<std::string> t = env("MEDPROF_TOKEN");
+  if (!t.has_value() || t->empty()) return std::string();
+  const std::string stripped(absl::StripAsciiWhitespace(*t));
+  MEDPROF_RETURN_IF_ERROR(token::CheckShape(stripped, "MEDPROF_TOKEN"));
+  return stripped;
 }
 
 }  // namespace medprof::agent

@@ -114,5 +114,21 @@ TEST(HardeningTest, ReadOnlyDatabasesAndStoreErrors) {
       << "the statement goes to the server log";
 }
 
+// Cases 5 and 8 with the real binaries: a token with a control byte is refused (no abort), and
+// a token typed on the command line is refused by the CLI and the agent without being echoed.
+TEST(HardeningTest, TokensAreCheckedAndNeverEchoed) {
+  const std::string secret = "mpt_0123456789ab_" + std::string(64, 'e');
+  CommandResult cli = RunCommand({BinPath("medprof"), "--server", "127.0.0.1:1", "studies"},
+                                 {{"MEDPROF_TOKEN", "mpt_x\x01"}});
+  EXPECT_EQ(cli.exit_code, 1) << cli.err;
+  EXPECT_THAT(cli.err, HasSubstr("MEDPROF_TOKEN: byte 6 is a control character"));
+  for (const std::string& bin : {std::string("medprof"), std::string("medprof-agent")}) {
+    CommandResult r = RunCommand({BinPath(bin), "--server", "127.0.0.1:1", "--token", secret, "studies"});
+    EXPECT_NE(r.exit_code, 0) << bin;
+    EXPECT_THAT(r.err, HasSubstr("--token: tokens are not taken on the command line")) << bin;
+    EXPECT_THAT(r.err + r.out, Not(HasSubstr("eeeeeeee"))) << bin;
+  }
+}
+
 }  // namespace
 }  // namespace medprof::itest

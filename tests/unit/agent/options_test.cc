@@ -246,19 +246,22 @@ TEST(OptionsTest, MaxJobsIsCheckedAgainstTheDevices) {
 }
 
 TEST(OptionsTest, TokenComesFromAFileOrTheEnvironment) {
+  const std::string env_token = "mpt_0123456789ab_cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+  const std::string file_token = "mpt_ba9876543210_dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd";
   AgentOptions o;
   EXPECT_EQ(*LoadToken(o, FakeEnv({})), "");
-  EXPECT_EQ(*LoadToken(o, FakeEnv({{"MEDPROF_TOKEN", "  env-token\n"}})), "env-token");
-  o.token_file = WriteTemp("token", "file-token\nsecond line ignored\n");
-  EXPECT_EQ(*LoadToken(o, FakeEnv({{"MEDPROF_TOKEN", "env-token"}})), "file-token");
+  EXPECT_EQ(*LoadToken(o, FakeEnv({{"MEDPROF_TOKEN", "  " + env_token + "\n"}})), env_token);
+  o.token_file = WriteTemp("token", file_token + "\nsecond line ignored\n");
+  EXPECT_EQ(*LoadToken(o, FakeEnv({{"MEDPROF_TOKEN", env_token}})), file_token);
   o.token_file = WriteTemp("empty-token", "\n");
-  EXPECT_THAT(LoadToken(o, FakeEnv({})), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is empty")));
+  EXPECT_THAT(LoadToken(o, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("holds no token on its first line")));
   o.token_file = "/nonexistent/token";
   EXPECT_THAT(LoadToken(o, FakeEnv({})),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--token-file: opening")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--token-file /nonexistent/token: cannot read")));
   o.token_file.clear();
   EXPECT_THAT(LoadToken(o, FakeEnv({{"MEDPROF_TOKEN", "a b"}})),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("space or control character")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("MEDPROF_TOKEN: byte 2 is a space")));
 }
 
 TEST(OptionsTest, PrintInventoryNeedsNoServerOrWorkDir) {

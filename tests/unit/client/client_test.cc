@@ -91,7 +91,10 @@ TEST(Connect, LocalFilesAreCheckedBeforeAnyCall) {
   EXPECT_THAT(MedprofClient::Connect(o),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("holds no token on its first line")));
 
-  o.token_file = TempFile("token", "  abc123  \nsecond line\n");
+  o.token_file = TempFile("bad_token", "  abc123  \nsecond line\n");
+  EXPECT_THAT(MedprofClient::Connect(o),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bad_token: no mpt_ prefix")));
+  o.token_file = TempFile("token", "  mpt_0123456789ab_cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc  \nsecond line\n");
   auto c = MedprofClient::Connect(o);
   ASSERT_THAT(c, IsOk());
   EXPECT_EQ((*c)->server(), "127.0.0.1:7000");
