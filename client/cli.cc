@@ -311,7 +311,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   app.set_version_flag("--version", std::string("medprof ") + kVersionLine);
   app.footer(
       "Environment: MEDPROF_SERVER (address, --server wins), MEDPROF_TOKEN or MEDPROF_TOKEN_FILE "
-      "(bearer token).\nExit codes: 0 ok, 1 usage error, 2 server or connection error, 3 a job failed.");
+      "(bearer token).\nExit codes: 0 ok, 1 usage or field error (also when the server refuses a field), 2 server or connection error, 3 a job failed.");
 
   std::string server, tls_ca, timeout;
   CLI::Option* server_opt = app.add_option("--server", server, std::string("server address HOST:PORT (default ") + kDefaultServer + ", or MEDPROF_SERVER)")->type_name("HOST:PORT");

@@ -33,9 +33,11 @@ struct Overloaded : F... {
 template <class... F>
 Overloaded(F...) -> Overloaded<F...>;
 
+// A field the user typed that the server refused (INVALID_ARGUMENT: a target selector, a name)
+// is a usage error like the fields the CLI checks itself: exit 1. Anything else: exit 2.
 int ServerError(const CliIo& io, const absl::Status& s) {
   *io.err << "medprof: " << s.message() << "\n";
-  return kExitServer;
+  return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitServer;
 }
 
 // Follows a study to its end, prints its final state and reports failed jobs.

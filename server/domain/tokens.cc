@@ -9,6 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/text_check.h"
 #include "common/token_text.h"
 #include "server/domain/limits.h"
 
@@ -106,6 +107,7 @@ absl::Status TokenGrant::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("agent_name: only agent tokens name an agent (this one is ", RoleName(role), ")"));
   }
+  MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(note, "note"));
   if (note.size() > limits::kMaxTokenNote) {
     return absl::InvalidArgumentError(
         absl::StrCat("note: ", note.size(), " characters (allowed at most ", limits::kMaxTokenNote, ")"));

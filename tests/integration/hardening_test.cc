@@ -130,5 +130,23 @@ TEST(HardeningTest, TokensAreCheckedAndNeverEchoed) {
   }
 }
 
+// Case 6: a name with terminal escapes or a newline is refused at submission (exit 1), so
+// `studies` never prints one raw.
+TEST(HardeningTest, TerminalEscapesInNamesAreRefused) {
+  const std::string dir = MakeTempDir("escapes");
+  auto server = ServerFixture::Start(dir + "/m.db");
+  ASSERT_TRUE(server.ok()) << server.status();
+  for (const std::string& name : {std::string("\x1b[31mRED\x1b[0m\x07"), std::string("two\nlines")}) {
+    CommandResult r = Cli((*server)->address(), SubmitArgs(name));
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("name: character "));
+    EXPECT_THAT(r.err, Not(HasSubstr("\x1b"))) << "the refusal does not echo the escape";
+  }
+  CommandResult list = Cli((*server)->address(), {"studies"});
+  EXPECT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_THAT(list.out, Not(HasSubstr("\x1b")));
+  EXPECT_THAT(list.out, Not(HasSubstr("RED")));
+}
+
 }  // namespace
 }  // namespace medprof::itest

@@ -365,12 +365,16 @@ TEST_F(CliTest, WatchUnknownStudyIsAServerError) {
   EXPECT_EQ(err_.str(), "medprof: server " + address_ + ": GetStudy failed (NOT_FOUND): study st-404 not found\n");
 }
 
-TEST_F(CliTest, ServerRefusalExits2WithCodeAndMessage) {
+// Issue 22 item 10: a field the server refuses (a target selector) exits 1 like every field
+// error the CLI finds itself; other server refusals exit 2.
+TEST_F(CliTest, ServerFieldRefusalExits1AndOtherRefusalsExit2) {
   service_.submit_status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "targets: 'gpu=' has an empty value");
-  EXPECT_EQ(Run({"--server", address_, "submit", "--presets", "baseline", "--target", "gpu="}), kExitServer);
+  EXPECT_EQ(Run({"--server", address_, "submit", "--presets", "baseline", "--target", "gpu="}), kExitUsage);
   EXPECT_EQ(err_.str(), "medprof: server " + address_ +
                             ": SubmitStudy failed (INVALID_ARGUMENT): targets: 'gpu=' has an empty value\n");
   EXPECT_EQ(out_.str(), "");
+  service_.submit_status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "limit submissions_per_token_per_minute");
+  EXPECT_EQ(Run({"--server", address_, "submit", "--presets", "baseline"}), kExitServer);
 }
 
 TEST_F(CliTest, UnreachableServerExits2) {
