@@ -136,6 +136,30 @@ absl::Status CheckCaBundle(const PemFile& ca) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<ClientPems> LoadClientFiles(const std::string& ca_path, const std::string& cert_path,
+                                           const std::string& key_path) {
+  ClientPems out;
+  if (!ca_path.empty()) {
+    absl::StatusOr<PemFile> ca = ReadPemFile("--tls-ca", ca_path);
+    if (!ca.ok()) return ca.status();
+    if (absl::Status s = CheckCaBundle(*ca); !s.ok()) return s;
+    out.ca = ca->pem;
+  }
+  if (cert_path.empty() != key_path.empty()) {
+    return absl::FailedPreconditionError("--tls-cert and --tls-key go together: give both (mutual TLS) or neither");
+  }
+  if (!cert_path.empty()) {
+    absl::StatusOr<PemFile> cert = ReadPemFile("--tls-cert", cert_path);
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<PemFile> key = ReadPemFile("--tls-key", key_path);
+    if (!key.ok()) return key.status();
+    if (absl::Status s = CheckKeyCert(*cert, *key, nullptr); !s.ok()) return s;
+    out.cert = cert->pem;
+    out.key = key->pem;
+  }
+  return out;
+}
+
 std::string DescribeLeaf(const std::string& cert_pem) {
   std::vector<X509Ptr> chain = ReadCerts(cert_pem);
   if (chain.empty()) return std::string();

@@ -38,6 +38,15 @@ absl::Status CheckKeyCert(const PemFile& cert, const PemFile& key, const PemFile
 // At least one certificate, none expired. FAILED_PRECONDITION naming the file and the cause.
 absl::Status CheckCaBundle(const PemFile& ca);
 
+// The client side (agent, CLI): the CA that signed the server certificate and, for mutual TLS,
+// the client's certificate and key, read and checked (CheckCaBundle, CheckKeyCert). Empty paths
+// are skipped; cert and key go together. FAILED_PRECONDITION naming the flag, file and cause.
+struct ClientPems {
+  std::string ca, cert, key;  // PEM texts ("" where no path was given)
+};
+absl::StatusOr<ClientPems> LoadClientFiles(const std::string& ca_path, const std::string& cert_path,
+                                           const std::string& key_path);
+
 // "CN=localhost, valid until 2126-11-08 11:49:04 UTC" for the leaf of `cert_pem` (log lines);
 // "" when it does not parse.
 std::string DescribeLeaf(const std::string& cert_pem);

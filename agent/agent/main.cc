@@ -20,6 +20,7 @@
 #include "agent/agent/uplink.h"
 #include "agent/agent/work_dir.h"
 #include "common/logging.h"
+#include "common/tls_files.h"
 #include "common/token_text.h"
 
 namespace {
@@ -129,20 +130,14 @@ int main(int argc, char** argv) {
   UplinkOptions uplink_options;
   uplink_options.target = address->Target();
   uplink_options.token = *token;
-  if (!options.tls_ca.empty()) {
-    absl::StatusOr<std::string> pem = ReadFile(options.tls_ca);
-    if (!pem.ok()) return Fail(pem.status());
-    uplink_options.use_tls = true;
-    uplink_options.tls_ca_pem = *pem;
-  }
-  if (!options.tls_cert.empty()) {
-    absl::StatusOr<std::string> cert = ReadFile(options.tls_cert);
-    if (!cert.ok()) return Fail(cert.status());
-    absl::StatusOr<std::string> key = ReadFile(options.tls_key);
-    if (!key.ok()) return Fail(key.status());
-    uplink_options.tls_cert_pem = *cert;
-    uplink_options.tls_key_pem = *key;
-  }
+  // Read and checked (CA not expired; key matches certificate, which is valid now).
+  absl::StatusOr<medprof::tls::ClientPems> pems =
+      medprof::tls::LoadClientFiles(options.tls_ca, options.tls_cert, options.tls_key);
+  if (!pems.ok()) return Fail(pems.status());
+  uplink_options.use_tls = !options.tls_ca.empty();
+  uplink_options.tls_ca_pem = pems->ca;
+  uplink_options.tls_cert_pem = pems->cert;
+  uplink_options.tls_key_pem = pems->key;
   absl::StatusOr<std::unique_ptr<Uplink>> uplink = Uplink::Create(uplink_options);
   if (!uplink.ok()) return Fail(uplink.status());
 

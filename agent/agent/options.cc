@@ -14,6 +14,7 @@
 #include "agent/agent/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/tls_files.h"
 #include "common/token_text.h"
 
 namespace medprof::agent {
@@ -221,6 +222,10 @@ absl::Status ValidateOptions(AgentOptions* o, const EnvLookup& env) {
     MEDPROF_RETURN_IF_ERROR(
         CheckPemFile("--tls-cert", o->tls_cert, "-----BEGIN CERTIFICATE-----", "certificate"));
     MEDPROF_RETURN_IF_ERROR(CheckPemFile("--tls-key", o->tls_key, "PRIVATE KEY-----", "private key"));
+  }
+  // Beyond the markers: the key matches the certificate, which is valid now; the CA has not expired.
+  if (auto pems = tls::LoadClientFiles(o->tls_ca, o->tls_cert, o->tls_key); !pems.ok()) {
+    return absl::InvalidArgumentError(pems.status().message());
   }
   if (auto token = LoadToken(*o, env); !token.ok()) return token.status();
   return absl::OkStatus();

@@ -148,5 +148,48 @@ TEST(HardeningTest, TerminalEscapesInNamesAreRefused) {
   EXPECT_THAT(list.out, Not(HasSubstr("RED")));
 }
 
+// Case 3: a server that requires client certificates serves the CLI (flags or MEDPROF_TLS_*)
+// and the agent when they present one, and refuses them when they do not.
+TEST(HardeningTest, MutualTlsFromTheCliAndTheAgent) {
+  const std::string dir = MakeTempDir("mtls");
+  auto server = ServerFixture::Start(dir + "/m.db", {"--tls-cert", TlsData("server.crt"), "--tls-key",
+                                                     TlsData("server.key"), "--tls-client-ca", TlsData("ca.crt")});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = (*server)->address();
+  auto cli = [&](std::vector<std::string> args, const std::map<std::string, std::string>& env) {
+    std::vector<std::string> argv = {BinPath("medprof"), "--server", address, "--timeout-s", "10"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunCommand(argv, env);
+  };
+  CommandResult without = cli({"--tls-ca", TlsData("ca.crt"), "studies"}, {});
+  EXPECT_EQ(without.exit_code, 2) << "no client certificate: refused in the handshake\n" << without.err;
+
+  CommandResult flags = cli({"--tls-ca", TlsData("ca.crt"), "--tls-cert", TlsData("client.crt"), "--tls-key",
+                             TlsData("client.key"), "studies"}, {});
+  EXPECT_EQ(flags.exit_code, 0) << flags.err;
+  CommandResult env = cli({"studies"}, {{"MEDPROF_TLS_CA", TlsData("ca.crt")},
+                                        {"MEDPROF_TLS_CERT", TlsData("client.crt")},
+                                        {"MEDPROF_TLS_KEY", TlsData("client.key")}});
+  EXPECT_EQ(env.exit_code, 0) << env.err;
+  CommandResult mismatched = cli({"--tls-ca", TlsData("ca.crt"), "--tls-cert", TlsData("client.crt"), "--tls-key",
+                                  TlsData("server.key"), "studies"}, {});
+  EXPECT_EQ(mismatched.exit_code, 1) << mismatched.err;
+  EXPECT_THAT(mismatched.err, HasSubstr("server.key: does not match the certificate of --tls-cert"));
+
+  auto agent = StartAgent(address, dir + "/agent", "mtls-agent",
+                          {"--tls-ca", TlsData("ca.crt"), "--tls-cert", TlsData("client.crt"), "--tls-key",
+                           TlsData("client.key")});
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  const bool listed = Eventually(
+      [&] {
+        CommandResult r = cli({"agents"}, {{"MEDPROF_TLS_CA", TlsData("ca.crt")},
+                                           {"MEDPROF_TLS_CERT", TlsData("client.crt")},
+                                           {"MEDPROF_TLS_KEY", TlsData("client.key")}});
+        return r.exit_code == 0 && r.out.find("mtls-agent") != std::string::npos;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(300));
+  EXPECT_TRUE(listed) << (*agent)->AllOutput();
+}
+
 }  // namespace
 }  // namespace medprof::itest

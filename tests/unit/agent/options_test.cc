@@ -127,19 +127,20 @@ TEST(OptionsTest, TlsCaMustBeAReadablePemFile) {
   AgentOptions not_pem = Parse({"--work-dir", "/tmp/w", "--server", "m.example.org:443", "--tls-ca", junk});
   EXPECT_THAT(ValidateOptions(&not_pem, FakeEnv({})),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("holds no PEM certificate")));
-  const std::string pem =
+  const std::string garbled =
       WriteTemp("ca.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+  AgentOptions bad = Parse({"--work-dir", "/tmp/w", "--server", "m.example.org:443", "--tls-ca", garbled});
+  EXPECT_THAT(ValidateOptions(&bad, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls-ca " + garbled + ": holds no PEM certificate")));
+  const std::string pem = std::string(MEDPROF_AGENT_TESTDATA) + "/tls/ca.crt";
   AgentOptions good = Parse({"--work-dir", "/tmp/w", "--server", "m.example.org:443", "--tls-ca", pem});
   EXPECT_THAT(ValidateOptions(&good, FakeEnv({})), IsOk());
 }
 
 TEST(OptionsTest, ClientCertificatesComeAsAPairWithTls) {
-  const std::string ca =
-      WriteTemp("ca2.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
-  const std::string cert =
-      WriteTemp("client.pem", "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n");
-  const std::string key =
-      WriteTemp("client.key", "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n");
+  const std::string ca = std::string(MEDPROF_AGENT_TESTDATA) + "/tls/ca.crt";
+  const std::string cert = std::string(MEDPROF_AGENT_TESTDATA) + "/tls/client.crt";
+  const std::string key = std::string(MEDPROF_AGENT_TESTDATA) + "/tls/client.key";
   AgentOptions only_cert =
       Parse({"--work-dir", "/w", "--server", "m.example.org:443", "--tls-ca", ca, "--tls-cert", cert});
   EXPECT_THAT(ValidateOptions(&only_cert, FakeEnv({})),
@@ -153,6 +154,11 @@ TEST(OptionsTest, ClientCertificatesComeAsAPairWithTls) {
   EXPECT_THAT(ValidateOptions(&swapped, FakeEnv({})),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("--tls-key: " + cert + " holds no PEM private key")));
+  // A key of another certificate: refused before the agent dials (it would fail every handshake).
+  AgentOptions mismatched = Parse({"--work-dir", "/w", "--server", "m.example.org:443", "--tls-ca", ca,
+                                   "--tls-cert", cert, "--tls-key", std::string(MEDPROF_AGENT_TESTDATA) + "/tls/server.key"});
+  EXPECT_THAT(ValidateOptions(&mismatched, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("server.key: does not match the certificate")));
   AgentOptions good = Parse({"--work-dir", "/w", "--server", "m.example.org:443", "--tls-ca", ca,
                              "--tls-cert", cert, "--tls-key", key});
   EXPECT_THAT(ValidateOptions(&good, FakeEnv({})), IsOk());

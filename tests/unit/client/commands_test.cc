@@ -477,7 +477,7 @@ TEST_F(CliTest, UsageErrorsExit1BeforeAnyCall) {
             "medprof: --format: 'xml' is not a format of 'studies' (allowed: table|json|csv)\n"
             "Run 'medprof --help' (or 'medprof <command> --help') for usage.\n");
   EXPECT_EQ(Run({"--server", address_, "--tls-ca", "/nonexistent/ca.pem", "studies"}), kExitUsage);
-  EXPECT_THAT(err_.str(), HasSubstr("medprof: --tls-ca: cannot read '/nonexistent/ca.pem'"));
+  EXPECT_THAT(err_.str(), HasSubstr("medprof: --tls-ca /nonexistent/ca.pem: cannot open (No such file"));
   EXPECT_EQ(service_.last_authorization, "");
 }
 
