@@ -29,9 +29,10 @@ using namespace medprof::agent;  // NOLINT: main only wires this component
 
 const medprof::Logger kLog("agent");
 
-int Fail(const absl::Status& s) {
+// Exit 1 for a flag or value the user gave (as the CLI does), 2 for everything else.
+int Fail(const absl::Status& s, int code = 2) {
   std::fprintf(stderr, "medprof-agent: %s\n", std::string(s.message()).c_str());
-  return 2;
+  return code;
 }
 
 std::string DefaultWorkerPath() {
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
   if (absl::Status s = medprof::token::RefuseTokenOnCommandLine(std::vector<std::string>(argv, argv + argc),
                                                                 "--token-file FILE (or MEDPROF_TOKEN)");
       !s.ok()) {
-    return Fail(s);
+    return Fail(s, 1);
   }
   try {
     app.parse(argc, argv);
@@ -74,7 +75,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const EnvLookup env = ProcessEnv();
-  if (absl::Status s = ValidateOptions(&options, env); !s.ok()) return Fail(s);
+  if (absl::Status s = ValidateOptions(&options, env); !s.ok()) return Fail(s, 1);
   medprof::LogLevel level = medprof::LogLevel::kInfo;
   medprof::logging::ParseLevel(options.log_level, &level);
   medprof::logging::Init("medprof-agent", level);
@@ -107,7 +108,7 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<int> max_jobs =
       ValidateMaxJobs(options.max_jobs, static_cast<int>(inventory.devices.size()));
-  if (!max_jobs.ok()) return Fail(max_jobs.status());
+  if (!max_jobs.ok()) return Fail(max_jobs.status(), max_jobs.status().code() == absl::StatusCode::kInvalidArgument ? 1 : 2);
   const std::string worker = options.worker_path.empty() ? DefaultWorkerPath() : options.worker_path;
   if (::access(worker.c_str(), X_OK) != 0) {
     return Fail(

@@ -63,7 +63,8 @@ void AddFlags(CLI::App* app, AgentOptions* o) {
                   "Extra label key=value (repeat the flag for more); overrides automatic labels")
       ->allow_extra_args(false);
   app->add_option("--site", o->site, "Site label (default $MEDPROF_SITE)");
-  app->add_option("--max-jobs", o->max_jobs, "Jobs at once, 1..number of devices (default: one per device)");
+  app->add_option("--max-jobs", o->max_jobs, "Jobs at once, 1..number of devices (default: one per device)")
+      ->each([o](const std::string&) { o->max_jobs_given = true; });
   app->add_option("--drain-timeout-s", o->drain_timeout_s,
                   "Seconds to stop workers and flush uploads after SIGTERM, 1..3600")
       ->capture_default_str();
@@ -174,9 +175,10 @@ absl::Status ValidateOptions(AgentOptions* o, const EnvLookup& env) {
     return absl::InvalidArgumentError(
         absl::StrCat("--drain-timeout-s: ", o->drain_timeout_s, " is out of range (allowed 1..3600)"));
   }
-  if (o->max_jobs < 0 || o->max_jobs > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max-jobs: ", o->max_jobs, " is out of range (allowed 1..number of devices; 0 = one per device)"));
+  if (o->max_jobs_given && (o->max_jobs < 1 || o->max_jobs > 64)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-jobs: ", o->max_jobs,
+                                                   " is out of range (allowed 1..number of devices, at most 64; "
+                                                   "leave it out for one job per device)"));
   }
   if (!o->name.empty()) {
     if (absl::Status s = ValidateAgentName(o->name); !s.ok()) return s;

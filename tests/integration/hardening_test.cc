@@ -191,5 +191,41 @@ TEST(HardeningTest, MutualTlsFromTheCliAndTheAgent) {
   EXPECT_TRUE(listed) << (*agent)->AllOutput();
 }
 
+// Item 10: option ranges and exit codes made consistent, with the real binaries.
+TEST(HardeningTest, OptionRangesAndExitCodes) {
+  const std::string dir = MakeTempDir("options");
+  // /metrics off loopback only when asked for: it is plain HTTP without authentication.
+  CommandResult metrics = ServerRefusal({"--db", dir + "/m.db", "--listen", "127.0.0.1:0", "--metrics-listen",
+                                         "0.0.0.0:0"});
+  EXPECT_EQ(metrics.exit_code, 1) << metrics.err;
+  EXPECT_THAT(metrics.err, HasSubstr("--metrics-listen 0.0.0.0:0: /metrics is plain HTTP without authentication, "
+                                     "so it listens off loopback only with --metrics-insecure"));
+  auto insecure = ServerFixture::Start(dir + "/m.db", {"--metrics-listen", "0.0.0.0:0", "--metrics-insecure"});
+  ASSERT_TRUE(insecure.ok()) << insecure.status();
+  EXPECT_GE((*insecure)->process().CountLines("Prometheus metrics on http://0.0.0.0:"), 1);
+
+  // --max-jobs 0 is outside 1..N (leaving the flag out means one job per device): exit 1.
+  CommandResult agent = RunCommand({BinPath("medprof-agent"), "--server", (*insecure)->address(), "--work-dir",
+                                    dir + "/agent", "--max-jobs", "0"});
+  EXPECT_EQ(agent.exit_code, 1) << agent.err;
+  EXPECT_THAT(agent.err, HasSubstr("--max-jobs: 0 is out of range (allowed 1..number of devices"));
+
+  // A target selector the server refuses is a field error: exit 1, like the CLI's own checks.
+  std::vector<std::string> submit = SubmitArgs("bad target");
+  submit.insert(submit.end(), {"--target", "gpu="});
+  CommandResult target = Cli((*insecure)->address(), submit);
+  EXPECT_EQ(target.exit_code, 1) << target.err;
+  EXPECT_THAT(target.err, HasSubstr("(INVALID_ARGUMENT): targets[0]"));
+
+  // A token file others may read is used, with a warning naming the file and the fix.
+  const std::string token_file = dir + "/shared.token";
+  std::ofstream(token_file) << "mpt_0123456789ab_" << std::string(64, 'f') << "\n";
+  ::chmod(token_file.c_str(), 0644);
+  CommandResult warned = RunCommand({BinPath("medprof"), "--server", (*insecure)->address(), "studies"},
+                                    {{"MEDPROF_TOKEN_FILE", token_file}});
+  EXPECT_EQ(warned.exit_code, 0) << warned.err;
+  EXPECT_THAT(warned.err, HasSubstr("warning: token file " + token_file + " is readable by every user (mode 644)"));
+}
+
 }  // namespace
 }  // namespace medprof::itest

@@ -229,6 +229,15 @@ TEST(OptionsTest, RangesAreEnforced) {
   AgentOptions jobs = Parse({"--work-dir", "/w", "--server", "127.0.0.1:1", "--max-jobs", "-1"});
   EXPECT_THAT(ValidateOptions(&jobs, FakeEnv({})),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max-jobs: -1 is out of range")));
+  // Issue 22 item 10: an explicit 0 is out of the documented range too (unset = one per device).
+  AgentOptions zero = Parse({"--work-dir", "/w", "--server", "127.0.0.1:1", "--max-jobs", "0"});
+  EXPECT_THAT(ValidateOptions(&zero, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--max-jobs: 0 is out of range (allowed 1..number of devices, at most 64; "
+                                 "leave it out for one job per device)")));
+  AgentOptions unset = Parse({"--work-dir", "/w", "--server", "127.0.0.1:1"});
+  EXPECT_THAT(ValidateOptions(&unset, FakeEnv({})), IsOk());
+  EXPECT_EQ(unset.max_jobs, 0);
   AgentOptions level = Parse({"--work-dir", "/w", "--server", "127.0.0.1:1", "--log-level", "loud"});
   EXPECT_THAT(ValidateOptions(&level, FakeEnv({})),
               StatusIs(absl::StatusCode::kInvalidArgument,
