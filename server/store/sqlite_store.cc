@@ -823,6 +823,35 @@ absl::Status ProbeWrite(Db& db) {
   return Annotate(s, "a test write (rolled back) failed");
 }
 
+// Runs `fn` in one transaction on `db`: BEGIN IMMEDIATE for writes (the write lock up front),
+// BEGIN DEFERRED for reads (a snapshot at the first read; writes refused). Commits when `fn`
+// returns OK, rolls back otherwise.
+absl::Status RunTransaction(Db& db, bool write, absl::FunctionRef<absl::Status(StoreTx&)> fn) {
+  auto exec = [&](std::string_view sql) -> absl::Status {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db.Prepare(sql));
+    return st->Run();
+  };
+  MEDPROF_RETURN_IF_ERROR(exec(write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED"));
+  db.write_allowed = write;
+  SqliteTx tx(db);
+  absl::Status s = fn(tx);
+  db.write_allowed = true;
+  if (s.ok()) s = exec("COMMIT");
+  if (!s.ok()) {
+    // The transaction may already be gone (SQLite rolls back by itself after some errors).
+    if (sqlite3_get_autocommit(db.handle()) == 0) (void)exec("ROLLBACK");
+  }
+  return s;
+}
+
+// A reader connection: the same file, read-only by pragma, the same busy timeout.
+absl::StatusOr<std::unique_ptr<Db>> OpenReader(const SqliteStoreOptions& options) {
+  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(options.path));
+  MEDPROF_SQLITE_CALL(db->handle(), sqlite3_busy_timeout(db->handle(), options.busy_timeout_ms));
+  MEDPROF_RETURN_IF_ERROR(db->ExecScript("PRAGMA query_only = ON"));
+  return db;
+}
+
 // Start-up errors ask the operator to fix something: FAILED_PRECONDITION, with the context.
 absl::Status StartupError(const absl::Status& s, const std::string& context) {
   const absl::StatusCode code =
@@ -841,6 +870,10 @@ absl::StatusOr<Synchronous> ParseSynchronous(std::string_view text) {
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteStoreOptions& options) {
   if (options.path.empty()) return absl::InvalidArgumentError("db path: required (a file, or :memory:)");
+  if (options.max_readers < 1 || options.max_readers > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_readers: ", options.max_readers, " is out of range (allowed 1..64)"));
+  }
   if (options.busy_timeout_ms < 0 || options.busy_timeout_ms > 600000) {
     return absl::InvalidArgumentError(
         absl::StrCat("busy_timeout_ms: ", options.busy_timeout_ms, " is out of range (allowed 0..600000)"));
@@ -865,34 +898,68 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteStore
   auto version = Migrate(*db, options.schema_version, Clock::Real()->NowUnixMs());
   if (!version.ok()) return StartupError(version.status(), context);
   if (absl::Status w = ProbeWrite(*db); !w.ok()) return StartupError(w, context);
-  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(db), *version, *mode));
+  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(db), *version, *mode, options));
 }
 
-SqliteStore::SqliteStore(std::unique_ptr<Db> db, int schema_version, std::string journal_mode)
-    : db_(std::move(db)), schema_version_(schema_version), journal_mode_(std::move(journal_mode)) {}
+SqliteStore::SqliteStore(std::unique_ptr<Db> db, int schema_version, std::string journal_mode,
+                         SqliteStoreOptions options)
+    : options_(std::move(options)),
+      db_(std::move(db)),
+      schema_version_(schema_version),
+      journal_mode_(std::move(journal_mode)) {}
 
 SqliteStore::~SqliteStore() = default;
 
-absl::Status SqliteStore::Write(absl::FunctionRef<absl::Status(StoreTx&)> fn) { return Transact(true, fn); }
-absl::Status SqliteStore::Read(absl::FunctionRef<absl::Status(StoreTx&)> fn) { return Transact(false, fn); }
-
-absl::Status SqliteStore::Transact(bool write, absl::FunctionRef<absl::Status(StoreTx&)> fn) {
+absl::Status SqliteStore::Write(absl::FunctionRef<absl::Status(StoreTx&)> fn) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto exec = [&](std::string_view sql) -> absl::Status {
-    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_->Prepare(sql));
-    return st->Run();
-  };
-  MEDPROF_RETURN_IF_ERROR(exec(write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED"));
-  db_->write_allowed = write;
-  SqliteTx tx(*db_);
-  absl::Status s = fn(tx);
-  db_->write_allowed = true;
-  if (s.ok()) s = exec("COMMIT");
-  if (!s.ok()) {
-    // The transaction may already be gone (SQLite rolls back by itself after some errors).
-    if (sqlite3_get_autocommit(db_->handle()) == 0) (void)exec("ROLLBACK");
+  return RunTransaction(*db_, true, fn);
+}
+
+absl::Status SqliteStore::Read(absl::FunctionRef<absl::Status(StoreTx&)> fn) {
+  if (options_.path == ":memory:") {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunTransaction(*db_, false, fn);
   }
+  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<Db> reader, TakeReader());
+  absl::Status s = RunTransaction(*reader, false, fn);
+  ReturnReader(std::move(reader));
   return s;
+}
+
+absl::StatusOr<std::unique_ptr<Db>> SqliteStore::TakeReader() {
+  std::unique_lock<std::mutex> lock(pool_mu_);
+  pool_cv_.wait(lock, [this] { return !idle_readers_.empty() || readers_open_ < options_.max_readers; });
+  if (!idle_readers_.empty()) {
+    std::unique_ptr<Db> reader = std::move(idle_readers_.back());
+    idle_readers_.pop_back();
+    return reader;
+  }
+  ++readers_open_;  // reserved before opening, so the pool never exceeds max_readers
+  lock.unlock();
+  absl::StatusOr<std::unique_ptr<Db>> reader = OpenReader(options_);
+  if (!reader.ok()) {
+    lock.lock();
+    --readers_open_;
+    pool_cv_.notify_one();
+  }
+  return reader;
+}
+
+void SqliteStore::ReturnReader(std::unique_ptr<Db> reader) {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (sqlite3_get_autocommit(reader->handle()) != 0) {
+      idle_readers_.push_back(std::move(reader));
+    } else {
+      --readers_open_;  // left inside a transaction it could not end: closed, not reused
+    }
+  }
+  pool_cv_.notify_one();
+}
+
+int SqliteStore::readers_opened() const {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  return readers_open_;
 }
 
 }  // namespace medprof::server

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <future>
 #include <filesystem>
 #include <string>
 
@@ -240,6 +241,55 @@ TEST(SqliteError, MapsCodesAndKeepsStatementsOut) {
     EXPECT_THAT(s, StatusIs(c.code, HasSubstr(c.cause))) << c.rc;
     EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr("INSERT"))) << c.rc;
   }
+}
+
+// Issue 22 case 9: reads run on their own connections, beside a write in progress and beside
+// another read in progress (with one connection behind one mutex, both waited).
+TEST(SqliteStore, ReadsRunBesideAWriteAndBesideEachOther) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("concurrent.db"));
+  ASSERT_NE(store, nullptr);
+  ASSERT_THAT(store->Write([](StoreTx& tx) { return tx.InsertStudy(MakeStudy("st-1")); }), IsOk());
+
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  auto hold = [&](bool write) {
+    return std::async(std::launch::async, [&, write] {
+      auto body = [&](StoreTx& tx) -> absl::Status {
+        if (write) MEDPROF_RETURN_IF_ERROR(tx.InsertStudy(MakeStudy("st-2")));
+        entered.set_value();
+        released.wait();
+        return absl::OkStatus();
+      };
+      return write ? store->Write(body) : store->Read(body);
+    });
+  };
+  for (bool write : {true, false}) {
+    entered = std::promise<void>();
+    release = std::promise<void>();
+    released = release.get_future().share();
+    auto holder = hold(write);
+    entered.get_future().wait();
+    auto reader = std::async(std::launch::async, [&] { return Count(*store, "studies"); });
+    ASSERT_EQ(reader.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+        << (write ? "a read waited behind a write" : "a read waited behind another read");
+    // During the write, its row is not visible yet; during the read, the committed rows are.
+    EXPECT_EQ(reader.get(), write ? 1 : 2);
+    release.set_value();
+    EXPECT_THAT(holder.get(), IsOk());
+  }
+  EXPECT_EQ(Count(*store, "studies"), 2) << "visible once committed";
+  EXPECT_GE(store->readers_opened(), 2);
+  EXPECT_LE(store->readers_opened(), 8);
+}
+
+TEST(SqliteStore, ReaderConnectionsAreReadOnly) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("ro-readers.db"));
+  ASSERT_NE(store, nullptr);
+  EXPECT_THAT(store->Read([](StoreTx& tx) { return tx.InsertStudy(MakeStudy("st-x")); }),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("write inside a read transaction")));
+  EXPECT_EQ(Count(*store, "studies"), 0);
 }
 
 TEST(SqliteStore, FailedWriteRollsBackEverything) {
