@@ -16,13 +16,18 @@
 // behind a write or a long read on another connection. A ":memory:" database is private to
 // one connection: there every transaction runs on the writer under its mutex.
 //
-// Owns its connections. Thread-safe.
+// Checkpoints (copying the WAL back into the database file) run on a background thread with
+// its own connection, once a second, instead of inside whichever commit crossed SQLite's
+// automatic threshold: a commit then costs its own pages only, also while readers run.
+//
+// Owns its connections and the checkpoint thread (stopped by the destructor). Thread-safe.
 #pragma once
 
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,8 +50,10 @@ struct SqliteStoreOptions {
   // Schema version to migrate to; 0 (default) = the newest. Tests set an older one to build a
   // database as an older release would have left it.
   int schema_version = 0;
-  // Reader connections at most (1..64; default 8). Opened on demand, kept open.
-  int max_readers = 8;
+  // Reader connections at most (1..64; default 32: above the gRPC threads that read at once on
+  // a busy server, so a short read does not wait for a connection held by long ones). Opened on
+  // demand, kept open.
+  int max_readers = 32;
 };
 
 class SqliteStore : public Store {
@@ -78,6 +85,12 @@ class SqliteStore : public Store {
   std::condition_variable pool_cv_;
   std::vector<std::unique_ptr<Db>> idle_readers_;
   int readers_open_ = 0;
+
+  void CheckpointLoop();
+  std::mutex checkpoint_mu_;
+  std::condition_variable checkpoint_cv_;
+  bool stop_ = false;
+  std::thread checkpointer_;
 };
 
 // Parses "normal" | "full" (case-insensitive).

@@ -280,7 +280,7 @@ TEST(SqliteStore, ReadsRunBesideAWriteAndBesideEachOther) {
   }
   EXPECT_EQ(Count(*store, "studies"), 2) << "visible once committed";
   EXPECT_GE(store->readers_opened(), 2);
-  EXPECT_LE(store->readers_opened(), 8);
+  EXPECT_LE(store->readers_opened(), 32);
 }
 
 TEST(SqliteStore, ReaderConnectionsAreReadOnly) {
