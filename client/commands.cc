@@ -187,28 +187,18 @@ int DoExport(const ExportCommand& c, MedprofClient& client, const CliIo& io) {
 constexpr size_t kMaxImportFileBytes = size_t{1} << 30;
 
 int DoImportNcu(const ImportNcuCommand& c, MedprofClient& client, const CliIo& io) {
-  std::string text;
-  if (c.file == "-") {
-    std::ostringstream buf;
-    buf << io.in->rdbuf();
-    text = buf.str();
-  } else {
-    std::ifstream in(c.file, std::ios::binary);
-    if (!in) {
+  // Streamed: one record in memory at a time, the aggregate bounded by the request size, and a
+  // stop at the line where the export can no longer fit one request.
+  std::ifstream file;
+  if (c.file != "-") {
+    file.open(c.file, std::ios::binary);
+    if (!file) {
       *io.err << "medprof: import-ncu: cannot read '" << c.file << "': " << std::strerror(errno) << "\n";
       return kExitUsage;
     }
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    text = buf.str();
   }
-  if (text.size() > kMaxImportFileBytes) {
-    *io.err << "medprof: import-ncu: '" << c.file << "' is " << text.size() << " bytes (allowed at most "
-            << kMaxImportFileBytes << ")\n";
-    return kExitUsage;
-  }
-  absl::StatusOr<ncu::NcuTable> table = ncu::ParseNcuCsv(text);
-  absl::StatusOr<ncu::NcuRun> run = table.ok() ? ncu::SummarizeNcu(*table) : table.status();
+  std::istream& in = c.file == "-" ? *io.in : file;
+  absl::StatusOr<ncu::NcuRun> run = ncu::SummarizeNcuStream(in, kMaxImportFileBytes, kMaxImportRequestBytes);
   if (!run.ok()) {
     *io.err << "medprof: import-ncu: " << c.file << ": " << run.status().message() << "\n";
     return kExitUsage;

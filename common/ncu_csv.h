@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -123,5 +124,13 @@ struct NcuRun {
 // launch rows, no gpu__time_duration.sum column (kernel times are what compare needs), or a
 // launch whose duration is not a number.
 absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& table);
+
+// ParseNcuCsv + SummarizeNcu over a stream, without holding the table: one record is held at a
+// time, so memory grows with the kernels and metric values aggregated, not with the launches.
+// It stops — INVALID_ARGUMENT naming the line — once more than `max_stream_bytes` have been
+// read, or once the aggregate's mapped part would need more than `max_request_bytes` in an
+// import request; past `max_request_bytes` in all it first drops the unmapped ncu.* values
+// (with a warning). Otherwise the same result and refusals as the two functions above.
+absl::StatusOr<NcuRun> SummarizeNcuStream(std::istream& in, size_t max_stream_bytes, size_t max_request_bytes);
 
 }  // namespace medprof::ncu
