@@ -15,6 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/status.h"
+#include "common/token_text.h"
 #include "common/version.h"
 #include "common/workload_config.h"
 
@@ -303,6 +304,8 @@ absl::Status ValidateServerAddress(absl::string_view address, absl::string_view 
 }
 
 absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, const EnvLookup& env) {
+  // Before CLI11, whose "not expected" message would print the secret.
+  MEDPROF_RETURN_IF_ERROR(token::RefuseTokenOnCommandLine(argv, "MEDPROF_TOKEN_FILE=FILE (or MEDPROF_TOKEN)"));
   Command out;
   CLI::App app{"medprof: submit Med-DDPM profiling studies to a medprof server and read the results", "medprof"};
   app.fallthrough();  // global flags are accepted after the command too
@@ -310,11 +313,13 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   app.set_version_flag("--version", std::string("medprof ") + kVersionLine);
   app.footer(
       "Environment: MEDPROF_SERVER (address, --server wins), MEDPROF_TOKEN or MEDPROF_TOKEN_FILE "
-      "(bearer token).\nExit codes: 0 ok, 1 usage error, 2 server or connection error, 3 a job failed.");
+      "(bearer token), MEDPROF_TLS_CA, MEDPROF_TLS_CERT and MEDPROF_TLS_KEY (TLS files; flags win).\nExit codes: 0 ok, 1 usage or field error (also when the server refuses a field), 2 server or connection error, 3 a job failed.");
 
-  std::string server, tls_ca, timeout;
+  std::string server, tls_ca, tls_cert, tls_key, timeout;
   CLI::Option* server_opt = app.add_option("--server", server, std::string("server address HOST:PORT (default ") + kDefaultServer + ", or MEDPROF_SERVER)")->type_name("HOST:PORT");
-  app.add_option("--tls-ca", tls_ca, "PEM file of the CA of the server certificate (TLS; system roots otherwise)")->type_name("FILE");
+  app.add_option("--tls-ca", tls_ca, "PEM file of the CA of the server certificate (TLS; system roots otherwise; or MEDPROF_TLS_CA)")->type_name("FILE");
+  app.add_option("--tls-cert", tls_cert, "PEM client certificate chain, for servers requiring client certificates (or MEDPROF_TLS_CERT)")->type_name("FILE");
+  app.add_option("--tls-key", tls_key, "PEM private key of --tls-cert (or MEDPROF_TLS_KEY)")->type_name("FILE");
   CLI::Option* timeout_opt = app.add_option("--timeout-s", timeout, "deadline of each call in seconds, 1..3600 (default 30)")->type_name("N");
 
   // submit
@@ -512,12 +517,24 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     MEDPROF_RETURN_IF_ERROR(ValidateServerAddress(*env_server, "MEDPROF_SERVER"));
     conn.server = *env_server;
   }
-  conn.tls_ca_file = tls_ca;
+  // A flag wins over its environment variable.
+  const auto flag_or_env = [&](const std::string& flag_value, const char* var) {
+    if (!flag_value.empty()) return flag_value;
+    std::optional<std::string> v = env(var);
+    return v.value_or(std::string());
+  };
+  conn.tls_ca_file = flag_or_env(tls_ca, "MEDPROF_TLS_CA");
+  conn.tls_cert_file = flag_or_env(tls_cert, "MEDPROF_TLS_CERT");
+  conn.tls_key_file = flag_or_env(tls_key, "MEDPROF_TLS_KEY");
+  if (conn.tls_cert_file.empty() != conn.tls_key_file.empty()) {
+    return Usage("--tls-cert and --tls-key (or MEDPROF_TLS_CERT and MEDPROF_TLS_KEY) go together: give both or neither");
+  }
   if (timeout_opt->count() > 0) {
     MEDPROF_ASSIGN_OR_RETURN(int64_t t, ParseInt("--timeout-s", timeout, 1, kMaxTimeoutS));
     conn.timeout_s = static_cast<int>(t);
   }
   if (auto token = env("MEDPROF_TOKEN"); token && !token->empty()) {
+    MEDPROF_RETURN_IF_ERROR(token::CheckShape(*token, "MEDPROF_TOKEN"));
     conn.token = *token;
   } else if (auto file = env("MEDPROF_TOKEN_FILE"); file && !file->empty()) {
     conn.token_file = *file;

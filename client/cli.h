@@ -40,9 +40,14 @@ struct ConnectionOptions {
   // HOST:PORT (IPv6 as [addr]:port), or unix:PATH. --server, else MEDPROF_SERVER, else
   // kDefaultServer.
   std::string server = kDefaultServer;
-  // PEM file of the CA that signed the server certificate (--tls-ca). Empty = system roots
+  // PEM file of the CA that signed the server certificate (--tls-ca, else MEDPROF_TLS_CA). Empty = system roots
   // when TLS is used. TLS is used for every non-loopback address, and for loopback when set.
   std::string tls_ca_file;
+  // PEM client certificate chain and its private key, for servers that require client
+  // certificates (mutual TLS): --tls-cert / --tls-key, else MEDPROF_TLS_CERT / MEDPROF_TLS_KEY.
+  // Both or neither; they need TLS (--tls-ca on a loopback address). Default: none.
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // Deadline of each unary call, seconds (--timeout-s, 1..3600, default 30). Streams
   // (watch) have no deadline.
   int timeout_s = kDefaultTimeoutS;

@@ -1,6 +1,8 @@
 #include "client/client.h"
 
 #include "common/net.h"
+#include "common/tls_files.h"
+#include "common/token_text.h"
 
 #include <arpa/inet.h>
 
@@ -23,17 +25,6 @@ namespace {
 
 // Largest response accepted (GetRun carries every kernel aggregate of a run).
 constexpr int kMaxReceiveBytes = 256 << 20;
-
-absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": cannot read '", path, "': ", std::strerror(errno)));
-  }
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return buf.str();
-}
 
 // Host part of HOST:PORT / [v6]:PORT, without brackets.
 absl::string_view HostOf(absl::string_view address) {
@@ -88,28 +79,27 @@ absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view server
 absl::StatusOr<std::unique_ptr<MedprofClient>> MedprofClient::Connect(
     const ConnectionOptions& options) {
   ConnectionOptions opts = options;
-  if (opts.token.empty() && !opts.token_file.empty()) {
-    auto token = ReadFile(opts.token_file, "MEDPROF_TOKEN_FILE");
+  // Checked here too (not only by the CLI's parser): gRPC aborts on metadata it cannot send.
+  if (!opts.token.empty()) {
+    if (absl::Status s = token::CheckShape(opts.token, "MEDPROF_TOKEN"); !s.ok()) return s;
+  } else if (!opts.token_file.empty()) {
+    absl::StatusOr<std::string> token = token::ReadTokenFile(opts.token_file, "MEDPROF_TOKEN_FILE");
     if (!token.ok()) return token.status();
-    std::string first_line = token->substr(0, token->find('\n'));
-    opts.token = std::string(absl::StripAsciiWhitespace(first_line));
-    if (opts.token.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("MEDPROF_TOKEN_FILE: '", opts.token_file, "' holds no token on its first line"));
-    }
+    opts.token = *std::move(token);
   }
   std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (!opts.tls_cert_file.empty() && !UsesTls(opts)) {
+    return absl::InvalidArgumentError(
+        "--tls-cert: a client certificate needs TLS; on a loopback address pass --tls-ca as well");
+  }
   if (UsesTls(opts)) {
+    // Read and checked: the CA has not expired; the key matches the certificate, valid now.
+    absl::StatusOr<tls::ClientPems> pems = tls::LoadClientFiles(opts.tls_ca_file, opts.tls_cert_file, opts.tls_key_file);
+    if (!pems.ok()) return absl::InvalidArgumentError(pems.status().message());
     grpc::SslCredentialsOptions ssl;
-    if (!opts.tls_ca_file.empty()) {
-      auto pem = ReadFile(opts.tls_ca_file, "--tls-ca");
-      if (!pem.ok()) return pem.status();
-      if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--tls-ca: '", opts.tls_ca_file, "' holds no PEM certificate"));
-      }
-      ssl.pem_root_certs = *pem;
-    }
+    ssl.pem_root_certs = pems->ca;  // "" = the system roots
+    ssl.pem_cert_chain = pems->cert;
+    ssl.pem_private_key = pems->key;
     creds = grpc::SslCredentials(ssl);
   } else {
     creds = grpc::InsecureChannelCredentials();

@@ -41,7 +41,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view server
 class MedprofClient {
  public:
   // Builds the channel (does not dial yet: an unreachable server shows on the first call).
-  // INVALID_ARGUMENT when the CA or token file cannot be read.
+  // INVALID_ARGUMENT when the CA or token file cannot be read, or the token does not have the
+  // documented shape (common/token_text.h; the message never shows the token).
   static absl::StatusOr<std::unique_ptr<MedprofClient>> Connect(const ConnectionOptions& options);
   // Uses an existing channel (tests, in-process servers). `options` supplies the address
   // shown in messages, the deadline and the token.

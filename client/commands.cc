@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/format.h"
+#include "common/token_text.h"
 #include "client/progress.h"
 #include "client/import_ncu.h"
 #include "client/query_format.h"
@@ -32,9 +33,11 @@ struct Overloaded : F... {
 template <class... F>
 Overloaded(F...) -> Overloaded<F...>;
 
+// A field the user typed that the server refused (INVALID_ARGUMENT: a target selector, a name)
+// is a usage error like the fields the CLI checks itself: exit 1. Anything else: exit 2.
 int ServerError(const CliIo& io, const absl::Status& s) {
   *io.err << "medprof: " << s.message() << "\n";
-  return kExitServer;
+  return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitServer;
 }
 
 // Follows a study to its end, prints its final state and reports failed jobs.
@@ -184,28 +187,18 @@ int DoExport(const ExportCommand& c, MedprofClient& client, const CliIo& io) {
 constexpr size_t kMaxImportFileBytes = size_t{1} << 30;
 
 int DoImportNcu(const ImportNcuCommand& c, MedprofClient& client, const CliIo& io) {
-  std::string text;
-  if (c.file == "-") {
-    std::ostringstream buf;
-    buf << io.in->rdbuf();
-    text = buf.str();
-  } else {
-    std::ifstream in(c.file, std::ios::binary);
-    if (!in) {
+  // Streamed: one record in memory at a time, the aggregate bounded by the request size, and a
+  // stop at the line where the export can no longer fit one request.
+  std::ifstream file;
+  if (c.file != "-") {
+    file.open(c.file, std::ios::binary);
+    if (!file) {
       *io.err << "medprof: import-ncu: cannot read '" << c.file << "': " << std::strerror(errno) << "\n";
       return kExitUsage;
     }
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    text = buf.str();
   }
-  if (text.size() > kMaxImportFileBytes) {
-    *io.err << "medprof: import-ncu: '" << c.file << "' is " << text.size() << " bytes (allowed at most "
-            << kMaxImportFileBytes << ")\n";
-    return kExitUsage;
-  }
-  absl::StatusOr<ncu::NcuTable> table = ncu::ParseNcuCsv(text);
-  absl::StatusOr<ncu::NcuRun> run = table.ok() ? ncu::SummarizeNcu(*table, c.steps) : table.status();
+  std::istream& in = c.file == "-" ? *io.in : file;
+  absl::StatusOr<ncu::NcuRun> run = ncu::SummarizeNcuStream(in, kMaxImportFileBytes, kMaxImportRequestBytes, c.steps);
   if (!run.ok()) {
     *io.err << "medprof: import-ncu: " << c.file << ": " << run.status().message() << "\n";
     return kExitUsage;
@@ -349,6 +342,9 @@ int RunCli(const std::vector<std::string>& argv, const EnvLookup& env, const Cli
   if (std::holds_alternative<PrintCommand>(command->body) ||
       std::holds_alternative<ClassifyCommand>(command->body)) {
     return Execute(*command, nullptr, io, policy);
+  }
+  if (!command->connection.token_file.empty()) {
+    if (std::string w = token::TokenFileWarning(command->connection.token_file); !w.empty()) *io.err << "medprof: " << w << "\n";
   }
   absl::StatusOr<std::unique_ptr<MedprofClient>> client = MedprofClient::Connect(command->connection);
   if (!client.ok()) {

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
+#include <istream>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -14,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "common/kernel_aggregate.h"
 #include "common/kernel_taxonomy.h"
+#include "common/status.h"
 
 namespace medprof::ncu {
 namespace {
@@ -29,7 +33,7 @@ absl::Status Bad(int line, absl::string_view what) {
 // Reads CSV records one at a time, skipping ncu's "==PROF==" style lines between records.
 class RecordReader {
  public:
-  explicit RecordReader(absl::string_view text) : text_(text) {}
+  explicit RecordReader(absl::string_view text, int first_line = 1) : text_(text), line_(first_line) {}
 
   // Fills `fields` with the next record; false at the end. `line` = where it starts.
   absl::StatusOr<bool> Next(std::vector<std::string>* fields, int* line) {
@@ -105,6 +109,119 @@ class RecordReader {
   absl::string_view text_;
   size_t pos_ = 0;
   int line_ = 1;
+};
+
+// Records from a stream, holding one record at a time: whole lines are gathered until their
+// quotes balance (a record may span lines inside quotes), then split by RecordReader.
+class StreamRecords {
+ public:
+  StreamRecords(std::istream& in, size_t max_bytes) : in_(in), max_bytes_(max_bytes) {}
+
+  absl::StatusOr<bool> Next(std::vector<std::string>* fields, int* line) {
+    while (true) {
+      if (reader_.has_value()) {
+        absl::StatusOr<bool> more = reader_->Next(fields, line);
+        if (!more.ok() || *more) return more;
+        reader_.reset();
+      }
+      pending_.clear();
+      int lines = 0;
+      size_t quotes = 0;
+      std::string l;
+      while (std::getline(in_, l)) {
+        if (first_ && absl::StartsWith(l, "\xEF\xBB\xBF")) l.erase(0, 3);
+        first_ = false;
+        bytes_ += l.size() + 1;
+        if (bytes_ > max_bytes_) {
+          return Bad(next_line_ + lines, absl::StrCat("the export is longer than ", max_bytes_, " bytes; stopped here"));
+        }
+        quotes += static_cast<size_t>(std::count(l.begin(), l.end(), '"'));
+        pending_ += l;
+        pending_ += '\n';
+        ++lines;
+        if (quotes % 2 == 0) break;
+      }
+      if (lines == 0) return false;
+      reader_.emplace(pending_, next_line_);
+      next_line_ += lines;
+    }
+  }
+
+ private:
+  std::istream& in_;
+  const size_t max_bytes_;
+  size_t bytes_ = 0;
+  bool first_ = true;
+  int next_line_ = 1;
+  std::string pending_;
+  std::optional<RecordReader> reader_;
+};
+
+// The raw page's structure, one record at a time: the header (the first record whose first
+// field is "ID"), the units row right after it (an empty ID), then launch rows as wide as the
+// header, each handed to `on_row`.
+class TableParser {
+ public:
+  using RowFn = std::function<absl::Status(std::vector<std::string>& row, int line)>;
+
+  absl::Status Feed(std::vector<std::string>& fields, int line, const RowFn& on_row) {
+    if (columns_.empty()) {
+      if (fields.empty() || fields[0] != "ID") return absl::OkStatus();
+      return Header(fields, line);
+    }
+    if (fields.size() != columns_.size()) {
+      return Bad(line, absl::StrCat(fields.size(), " fields, but the header (line ", header_line_, ") has ",
+                                    columns_.size()));
+    }
+    if (first_ && fields[0].empty()) {
+      units_ = fields;
+      first_ = false;
+      return absl::OkStatus();
+    }
+    first_ = false;
+    if (rows_ >= kMaxRows) return Bad(line, absl::StrCat("more than ", kMaxRows, " kernel launches"));
+    ++rows_;
+    return on_row(fields, line);
+  }
+  // After the last record: the header must have been seen.
+  absl::Status Finish() const {
+    if (!columns_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "ncu csv: no header row starting with \"ID\" (expected the output of `ncu --csv --page raw`, "
+        "or `ncu --import FILE.ncu-rep --csv --page raw`)");
+  }
+  const std::vector<std::string>& columns() const { return columns_; }
+  const std::vector<std::string>& units() const { return units_; }
+
+ private:
+  absl::Status Header(const std::vector<std::string>& fields, int line) {
+    NcuTable t;
+    t.columns = fields;
+    if (t.ColumnIndex("Metric Name") >= 0 && t.ColumnIndex("Metric Value") >= 0) {
+      return Bad(line,
+                 "this is the details page (one row per metric: \"Metric Name\", \"Metric Value\"); export "
+                 "with `ncu --csv --page raw` (one row per kernel launch)");
+    }
+    if (t.ColumnIndex("Kernel Name") < 0) {
+      return Bad(line, "the header has no \"Kernel Name\" column (expected `ncu --csv --page raw` output)");
+    }
+    std::set<std::string> seen;
+    for (size_t i = 0; i < fields.size(); ++i) {
+      if (fields[i].empty()) return Bad(line, absl::StrCat("column ", i + 1, " has an empty name"));
+      if (!seen.insert(fields[i]).second) {
+        return Bad(line, absl::StrCat("column ", i + 1, " '", fields[i], "' appears twice"));
+      }
+    }
+    columns_ = fields;
+    units_.assign(columns_.size(), "");
+    header_line_ = line;
+    return absl::OkStatus();
+  }
+
+  std::vector<std::string> columns_, units_;
+  int header_line_ = 0;
+  bool first_ = true;
+  size_t rows_ = 0;
 };
 
 // --------------------------------------------------------------------------- units
@@ -219,6 +336,7 @@ constexpr Family kFamilies[] = {
     {"smsp__sass_thread_inst_executed_op_", "_pred_on.sum", "sass.", "thread inst"},
 };
 
+
 // "(256, 1, 1)" -> {256, 1, 1}; empty when unreadable.
 std::vector<int> ParseDim3(absl::string_view text) {
   text = absl::StripAsciiWhitespace(text);
@@ -265,6 +383,87 @@ struct Acc {
   std::string unit;
   bool counter = false;
 };
+
+}  // namespace
+
+int NcuTable::ColumnIndex(std::string_view name) const {
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+absl::StatusOr<NcuTable> ParseNcuCsv(std::string_view input) {
+  absl::string_view text = A(input);
+  // A UTF-8 byte order mark is not part of the first column name.
+  if (absl::StartsWith(text, "\xEF\xBB\xBF")) text.remove_prefix(3);
+  RecordReader reader(text);
+  TableParser parser;
+  NcuTable t;
+  std::vector<std::string> fields;
+  int line = 0;
+  const TableParser::RowFn keep = [&](std::vector<std::string>& row, int row_line) {
+    t.rows.push_back(std::move(row));
+    t.row_lines.push_back(row_line);
+    return absl::OkStatus();
+  };
+  while (true) {
+    absl::StatusOr<bool> more = reader.Next(&fields, &line);
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+    MEDPROF_RETURN_IF_ERROR(parser.Feed(fields, line, keep));
+  }
+  MEDPROF_RETURN_IF_ERROR(parser.Finish());
+  t.columns = parser.columns();
+  t.units = parser.units();
+  return t;
+}
+
+std::optional<double> ParseNcuNumber(std::string_view input) {
+  const absl::string_view text = absl::StripAsciiWhitespace(A(input));
+  if (text.empty() || text.size() > 64) return std::nullopt;
+  std::string digits;
+  digits.reserve(text.size());
+  for (char c : text) {
+    if (c != ',') digits += c;
+  }
+  double v = 0;
+  if (!absl::SimpleAtod(digits, &v) || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+UnitValue NormalizeUnit(double value, std::string_view unit_text) {
+  const absl::string_view unit = absl::StripAsciiWhitespace(A(unit_text));
+  if (unit.empty() || unit == "%") return {value, std::string(unit)};
+  const std::vector<absl::string_view> parts = absl::StrSplit(unit, '/');
+  if (parts.size() > 2) return {value, std::string(unit)};
+  double num_scale = 1, den_scale = 1;
+  std::string num, den;
+  if (!SplitPrefix(parts[0], &num_scale, &num)) return {value, std::string(unit)};
+  if (parts.size() == 2 && !SplitPrefix(parts[1], &den_scale, &den)) return {value, std::string(unit)};
+  if (parts.size() == 1 && num == "second") return {value * num_scale * 1e9, "ns"};
+  if (parts.size() == 1) return {value * num_scale, num};
+  return {value * num_scale / den_scale, absl::StrCat(num, "/", den)};
+}
+
+MetricMapping MapNcuMetric(std::string_view perfworks_name, std::string_view normalized_unit) {
+  const absl::string_view perfworks = A(perfworks_name);
+  int priority = 0;
+  for (const Known& k : kKnown) {
+    if (perfworks == k.perfworks) return {k.name, k.unit, true, priority};
+    ++priority;
+  }
+  for (const Family& f : kFamilies) {
+    absl::string_view rest = perfworks;
+    if (absl::ConsumePrefix(&rest, f.prefix) && absl::ConsumeSuffix(&rest, f.suffix) && !rest.empty() &&
+        rest.find('.') == absl::string_view::npos) {
+      return {absl::StrCat(f.name_prefix, rest), f.unit, true, 0};
+    }
+  }
+  return {absl::StrCat("ncu.", perfworks), std::string(A(normalized_unit)), false, 0};
+}
+
+namespace {
 
 // One launch signature of an export: its launches and per-metric accumulators.
 struct SignatureAcc {
@@ -338,146 +537,80 @@ void AddSignatureLevels(const std::map<std::string, SignatureAcc>& signatures, i
   }
 }
 
-}  // namespace
-
-int NcuTable::ColumnIndex(std::string_view name) const {
-  for (size_t i = 0; i < columns.size(); ++i) {
-    if (columns[i] == name) return static_cast<int>(i);
-  }
-  return -1;
-}
-
-absl::StatusOr<NcuTable> ParseNcuCsv(std::string_view input) {
-  absl::string_view text = A(input);
-  // A UTF-8 byte order mark is not part of the first column name.
-  if (absl::StartsWith(text, "\xEF\xBB\xBF")) text.remove_prefix(3);
-  RecordReader reader(text);
-  NcuTable t;
-  std::vector<std::string> fields;
-  int line = 0;
-  // The header: the first record whose first field is "ID".
-  while (true) {
-    absl::StatusOr<bool> more = reader.Next(&fields, &line);
-    if (!more.ok()) return more.status();
-    if (!*more) {
+// SummarizeNcu one launch row at a time (see the header comment), so that a stream need not be
+// held: memory grows with the kernels and metric values aggregated, not with the launches.
+// `t` supplies the header and units (its rows are not read) and must outlive the summarizer.
+class Summarizer {
+ public:
+  static absl::StatusOr<Summarizer> Create(const NcuTable& t, int steps) {
+    Summarizer z(t);
+    z.steps_ = std::max(1, steps);
+    if (z.name_col_ < 0) return absl::InvalidArgumentError("ncu csv: no \"Kernel Name\" column");
+    if (z.dur_col_ < 0) {
       return absl::InvalidArgumentError(
-          "ncu csv: no header row starting with \"ID\" (expected the output of `ncu --csv --page raw`, "
-          "or `ncu --import FILE.ncu-rep --csv --page raw`)");
+          "ncu csv: no gpu__time_duration.sum column: kernel times are what medprof compares; profile with "
+          "`--metrics gpu__time_duration.sum,...` or a section set that includes it (e.g. --set basic)");
     }
-    if (!fields.empty() && fields[0] == "ID") break;
+    z.Plan();
+    return z;
   }
-  t.columns = fields;
-  const int header_line = line;
-  if (t.ColumnIndex("Metric Name") >= 0 && t.ColumnIndex("Metric Value") >= 0) {
-    return Bad(header_line,
-               "this is the details page (one row per metric: \"Metric Name\", \"Metric Value\"); export "
-               "with `ncu --csv --page raw` (one row per kernel launch)");
+  absl::Status Add(const std::vector<std::string>& row, int line);
+  absl::StatusOr<NcuRun> Finish();
+  // Bytes the known (mapped) part of the result would take in a request, roughly.
+  size_t known_bytes() const { return known_bytes_; }
+  // Stops keeping unmapped (ncu.*) metric values, with a warning; they are the first thing left
+  // out of a request that would be too large.
+  void DropUnknown();
+  size_t unknown_bytes() const { return unknown_bytes_; }
+
+ private:
+  explicit Summarizer(const NcuTable& t)
+      : t_(&t), name_col_(t.ColumnIndex("Kernel Name")), dur_col_(t.ColumnIndex("gpu__time_duration.sum")) {}
+  void Plan();
+  void AddValue(std::map<std::string, Acc>& metrics, const std::string& scope_prefix, const MetricMapping& m,
+                double value, double ns, bool counter);
+
+  const NcuTable* t_;
+  int name_col_, dur_col_;
+  int block_col_ = -1, grid_col_ = -1, regs_col_ = -1, smem_static_col_ = -1, smem_dyn_col_ = -1, occ_col_ = -1,
+      display_col_ = -1;
+  bool has_dram_sum_ = false;
+  double dur_scale_ = 1;
+  std::vector<ColumnPlan> plans_;
+  NcuRun run_;
+  std::map<std::string, size_t> kernel_index_;
+  std::map<std::string, SignatureAcc> signatures_;  // id -> launches and metrics
+  int steps_ = 1;
+  std::map<std::string, Acc> run_metrics_;
+  std::map<int, int> numeric_seen_;  // column -> launches with a number
+  size_t known_bytes_ = 0, unknown_bytes_ = 0;
+  bool drop_unknown_ = false;
+};
+
+void AddToAcc(Acc& a, double v, double duration, bool counter, int priority, const std::string& unit) {
+  if (priority > a.source_priority) return;
+  if (priority < a.source_priority) a = Acc{0, 0, priority, unit, counter};
+  if (counter) {
+    a.weighted += v;
+    a.weight += 1;
+  } else {
+    a.weighted += v * duration;
+    a.weight += duration;
   }
-  if (t.ColumnIndex("Kernel Name") < 0) {
-    return Bad(header_line, "the header has no \"Kernel Name\" column (expected `ncu --csv --page raw` output)");
-  }
-  std::set<std::string> seen;
-  for (size_t i = 0; i < t.columns.size(); ++i) {
-    if (t.columns[i].empty()) return Bad(header_line, absl::StrCat("column ", i + 1, " has an empty name"));
-    if (!seen.insert(t.columns[i]).second) {
-      return Bad(header_line, absl::StrCat("column ", i + 1, " '", t.columns[i], "' appears twice"));
-    }
-  }
-  t.units.assign(t.columns.size(), "");
-  const int id_col = 0;
-  bool first = true;
-  while (true) {
-    absl::StatusOr<bool> more = reader.Next(&fields, &line);
-    if (!more.ok()) return more.status();
-    if (!*more) break;
-    if (fields.size() != t.columns.size()) {
-      return Bad(line, absl::StrCat(fields.size(), " fields, but the header (line ", header_line, ") has ",
-                                    t.columns.size()));
-    }
-    // The units row: right after the header, with an empty ID.
-    if (first && fields[id_col].empty()) {
-      t.units = fields;
-      first = false;
-      continue;
-    }
-    first = false;
-    if (t.rows.size() >= kMaxRows) return Bad(line, absl::StrCat("more than ", kMaxRows, " kernel launches"));
-    t.rows.push_back(fields);
-    t.row_lines.push_back(line);
-  }
-  return t;
 }
 
-std::optional<double> ParseNcuNumber(std::string_view input) {
-  const absl::string_view text = absl::StripAsciiWhitespace(A(input));
-  if (text.empty() || text.size() > 64) return std::nullopt;
-  std::string digits;
-  digits.reserve(text.size());
-  for (char c : text) {
-    if (c != ',') digits += c;
-  }
-  double v = 0;
-  if (!absl::SimpleAtod(digits, &v) || !std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
-UnitValue NormalizeUnit(double value, std::string_view unit_text) {
-  const absl::string_view unit = absl::StripAsciiWhitespace(A(unit_text));
-  if (unit.empty() || unit == "%") return {value, std::string(unit)};
-  const std::vector<absl::string_view> parts = absl::StrSplit(unit, '/');
-  if (parts.size() > 2) return {value, std::string(unit)};
-  double num_scale = 1, den_scale = 1;
-  std::string num, den;
-  if (!SplitPrefix(parts[0], &num_scale, &num)) return {value, std::string(unit)};
-  if (parts.size() == 2 && !SplitPrefix(parts[1], &den_scale, &den)) return {value, std::string(unit)};
-  if (parts.size() == 1 && num == "second") return {value * num_scale * 1e9, "ns"};
-  if (parts.size() == 1) return {value * num_scale, num};
-  return {value * num_scale / den_scale, absl::StrCat(num, "/", den)};
-}
-
-MetricMapping MapNcuMetric(std::string_view perfworks_name, std::string_view normalized_unit) {
-  const absl::string_view perfworks = A(perfworks_name);
-  int priority = 0;
-  for (const Known& k : kKnown) {
-    if (perfworks == k.perfworks) return {k.name, k.unit, true, priority};
-    ++priority;
-  }
-  for (const Family& f : kFamilies) {
-    absl::string_view rest = perfworks;
-    if (absl::ConsumePrefix(&rest, f.prefix) && absl::ConsumeSuffix(&rest, f.suffix) && !rest.empty() &&
-        rest.find('.') == absl::string_view::npos) {
-      return {absl::StrCat(f.name_prefix, rest), f.unit, true, 0};
-    }
-  }
-  return {absl::StrCat("ncu.", perfworks), std::string(A(normalized_unit)), false, 0};
-}
-
-absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t, int steps) {
-  if (t.rows.empty()) {
-    return absl::InvalidArgumentError("ncu csv: no kernel launches after the header (was anything profiled?)");
-  }
-  const int name_col = t.ColumnIndex("Kernel Name");
-  const int dur_col = t.ColumnIndex("gpu__time_duration.sum");
-  if (name_col < 0) return absl::InvalidArgumentError("ncu csv: no \"Kernel Name\" column");
-  if (dur_col < 0) {
-    return absl::InvalidArgumentError(
-        "ncu csv: no gpu__time_duration.sum column: kernel times are what medprof compares; profile with "
-        "`--metrics gpu__time_duration.sum,...` or a section set that includes it (e.g. --set basic)");
-  }
+void Summarizer::Plan() {
   static const std::set<std::string> kIdentity = {
       "ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Kernel Time", "Context", "Stream",
       "Block Size", "Grid Size", "Device", "CC", "Section Name", "Function Name", "Demangled Name",
       "Mangled Name", "Estimated Speedup", "Estimated Speedup Type"};
-
   // Device properties and NVTX range columns describe the machine or the range, not a kernel.
   auto not_metric = [](const std::string& c) {
     return absl::StartsWith(c, "device__attribute_") || absl::StartsWith(c, "c2clink__") ||
            absl::StartsWith(c, "nvlink__") || absl::StartsWith(c, "numa__") || absl::StrContains(c, ':') ||
            absl::StrContains(c, ' ');
   };
-
-  // Plan the metric columns.
-  std::vector<ColumnPlan> plans;
+  const NcuTable& t = *t_;
   for (size_t i = 0; i < t.columns.size(); ++i) {
     if (kIdentity.contains(t.columns[i]) || not_metric(t.columns[i])) continue;
     ColumnPlan p;
@@ -487,111 +620,118 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t, int steps) {
     p.scale = one.value;
     p.mapping = MapNcuMetric(p.perfworks, one.unit);
     p.counter = aggregate::IsCounterUnit(p.mapping.known ? p.mapping.unit : one.unit, p.perfworks);
-    plans.push_back(std::move(p));
+    plans_.push_back(std::move(p));
   }
-  const double dur_scale = NormalizeUnit(1.0, t.units[dur_col]).value;
+  dur_scale_ = NormalizeUnit(1.0, t.units[dur_col_]).value;
+  block_col_ = t.ColumnIndex("Block Size");
+  grid_col_ = t.ColumnIndex("Grid Size");
+  regs_col_ = t.ColumnIndex("launch__registers_per_thread");
+  smem_static_col_ = t.ColumnIndex("launch__shared_mem_per_block_static");
+  smem_dyn_col_ = t.ColumnIndex("launch__shared_mem_per_block_dynamic");
+  occ_col_ = t.ColumnIndex("sm__maximum_warps_per_active_cycle_pct");
+  display_col_ = t.ColumnIndex("device__attribute_display_name");
+  has_dram_sum_ = t.ColumnIndex("dram__bytes.sum") >= 0;
+}
 
-  auto cell = [&](size_t row, int col) -> absl::string_view {
-    return col < 0 ? absl::string_view() : absl::string_view(t.rows[row][col]);
-  };
-  auto number = [&](size_t row, int col) -> std::optional<double> {
-    return col < 0 ? std::nullopt : ParseNcuNumber(t.rows[row][col]);
-  };
-  const int block_col = t.ColumnIndex("Block Size");
-  const int grid_col = t.ColumnIndex("Grid Size");
-  const int regs_col = t.ColumnIndex("launch__registers_per_thread");
-  const int smem_static_col = t.ColumnIndex("launch__shared_mem_per_block_static");
-  const int smem_dyn_col = t.ColumnIndex("launch__shared_mem_per_block_dynamic");
-  const int occ_col = t.ColumnIndex("sm__maximum_warps_per_active_cycle_pct");
-  const int display_col = t.ColumnIndex("device__attribute_display_name");
+// Adds to a kernel's metric, counting what a new entry costs in a request.
+void Summarizer::AddValue(std::map<std::string, Acc>& metrics, const std::string& kernel, const MetricMapping& m,
+                          double value, double ns, bool counter) {
+  if (!m.known && drop_unknown_) return;
+  auto [it, inserted] = metrics.try_emplace(m.name);
+  if (inserted) (m.known ? known_bytes_ : unknown_bytes_) += 24 + kernel.size() + m.name.size() + m.unit.size();
+  AddToAcc(it->second, value, ns, counter, m.priority, m.unit);
+}
 
-  NcuRun run;
-  run.host = std::string(cell(0, t.ColumnIndex("Host Name")));
-  run.process = std::string(cell(0, t.ColumnIndex("Process Name")));
-  run.compute_capability = std::string(cell(0, t.ColumnIndex("CC")));
-  run.device_name = std::string(cell(0, display_col));
-
-  std::map<std::string, size_t> kernel_index;
-  std::map<std::string, SignatureAcc> signatures;  // id -> launches and metrics
-  std::map<std::string, Acc> run_metrics;
-  std::map<int, int> numeric_seen;  // column -> launches with a number
-
-  auto add = [](Acc& a, double v, double duration, bool counter, int priority, const std::string& unit) {
-    if (priority > a.source_priority) return;
-    if (priority < a.source_priority) a = Acc{0, 0, priority, unit, counter};
-    if (counter) {
-      a.weighted += v;
-      a.weight += 1;
-    } else {
-      a.weighted += v * duration;
-      a.weight += duration;
-    }
-  };
-
-  for (size_t r = 0; r < t.rows.size(); ++r) {
-    const std::string name(cell(r, name_col));
-    if (name.empty()) return Bad(t.row_lines[r], "\"Kernel Name\" is empty");
-    const std::optional<double> dur = number(r, dur_col);
-    if (!dur.has_value() || *dur < 0) {
-      return Bad(t.row_lines[r], absl::StrCat("gpu__time_duration.sum '", cell(r, dur_col).substr(0, 64),
-                                              "' is not a duration"));
-    }
-    const double ns = *dur * dur_scale;
-    const int64_t ins = ClampToInt64(ns);
-    ++run.launches;
-    run.gpu_time_ns = SaturatingAdd(run.gpu_time_ns, ins);
-
-    auto [it, inserted] = kernel_index.emplace(name, run.kernels.size());
-    if (inserted) {
-      NcuKernel k;
-      k.name = name;
-      k.category = std::string(taxonomy::CategoryName(taxonomy::ClassifyKernel(name)));
-      k.min_ns = ins;
-      k.max_ns = ins;
-      k.grid = ParseDim3(cell(r, grid_col));
-      k.block = ParseDim3(cell(r, block_col));
-      if (auto v = number(r, regs_col)) k.registers = ClampToInt(*v);
-      double smem = 0;
-      for (int col : {smem_static_col, smem_dyn_col}) {
-        if (col < 0) continue;
-        if (auto v = number(r, col)) smem += NormalizeUnit(*v, t.units[col]).value;
-      }
-      k.shared_bytes = ClampToInt(smem);
-      if (auto v = number(r, occ_col)) k.theoretical_occupancy = std::clamp(*v / 100.0, 0.0, 1.0);
-      run.kernels.push_back(std::move(k));
-    }
-    NcuKernel& k = run.kernels[it->second];
-    ++k.count;
-    k.total_ns = SaturatingAdd(k.total_ns, ins);
-    k.min_ns = std::min(k.min_ns, ins);
-    k.max_ns = std::max(k.max_ns, ins);
-
-    const int dyn_col_bytes =
-        smem_dyn_col < 0 ? 0 : ClampToInt(NormalizeUnit(number(r, smem_dyn_col).value_or(0), t.units[smem_dyn_col]).value);
-    SignatureAcc& sa = CountSignature(signatures, name, ParseDim3(cell(r, grid_col)), ParseDim3(cell(r, block_col)),
-                                      dyn_col_bytes, ins);
-    std::map<std::string, Acc>& km = sa.metrics;
-    std::optional<double> dram_read, dram_write;
-    for (const ColumnPlan& p : plans) {
-      std::optional<double> v = number(r, p.index);
-      if (!v.has_value()) continue;
-      ++numeric_seen[p.index];
-      double value = *v * p.scale;
-      if (p.mapping.unit == "%") value = std::clamp(value, 0.0, 100.0);
-      add(km[p.mapping.name], value, ns, p.counter, p.mapping.priority, p.mapping.unit);
-      if (p.mapping.known) add(run_metrics[p.mapping.name], value, ns, p.counter, p.mapping.priority, p.mapping.unit);
-      if (p.mapping.name == "dram_bytes_read") dram_read = value;
-      if (p.mapping.name == "dram_bytes_write") dram_write = value;
-    }
-    // dram_bytes = read + write when the export has no dram__bytes.sum of its own.
-    if (dram_read && dram_write && t.ColumnIndex("dram__bytes.sum") < 0) {
-      add(km["dram_bytes"], *dram_read + *dram_write, ns, true, 0, "bytes");
-      add(run_metrics["dram_bytes"], *dram_read + *dram_write, ns, true, 0, "bytes");
-    }
+void Summarizer::DropUnknown() {
+  if (drop_unknown_) return;
+  drop_unknown_ = true;
+  for (auto& [id, sa] : signatures_) {
+    std::erase_if(sa.metrics, [](const auto& entry) { return absl::StartsWith(entry.first, "ncu."); });
   }
+  unknown_bytes_ = 0;
+  run_.warnings.push_back("the export is too large to send whole: its ncu.* (unmapped) metrics were left out");
+}
 
-  for (const ColumnPlan& p : plans) {
-    if (numeric_seen[p.index] == 0 && !t.columns[p.index].empty() && p.index != display_col) {
+absl::Status Summarizer::Add(const std::vector<std::string>& row, int line) {
+  auto cell = [&](int col) -> absl::string_view { return col < 0 ? absl::string_view() : absl::string_view(row[col]); };
+  auto number = [&](int col) -> std::optional<double> {
+    return col < 0 ? std::nullopt : ParseNcuNumber(row[col]);
+  };
+  if (run_.launches == 0) {
+    run_.host = std::string(cell(t_->ColumnIndex("Host Name")));
+    run_.process = std::string(cell(t_->ColumnIndex("Process Name")));
+    run_.compute_capability = std::string(cell(t_->ColumnIndex("CC")));
+    run_.device_name = std::string(cell(display_col_));
+  }
+  const std::string name(cell(name_col_));
+  if (name.empty()) return Bad(line, "\"Kernel Name\" is empty");
+  const std::optional<double> dur = number(dur_col_);
+  if (!dur.has_value() || *dur < 0) {
+    return Bad(line, absl::StrCat("gpu__time_duration.sum '", cell(dur_col_).substr(0, 64), "' is not a duration"));
+  }
+  const double ns = *dur * dur_scale_;
+  const int64_t ins = ClampToInt64(ns);
+  ++run_.launches;
+  run_.gpu_time_ns = SaturatingAdd(run_.gpu_time_ns, ins);
+
+  auto [it, inserted] = kernel_index_.emplace(name, run_.kernels.size());
+  if (inserted) {
+    NcuKernel k;
+    k.name = name;
+    k.category = std::string(taxonomy::CategoryName(taxonomy::ClassifyKernel(name)));
+    k.min_ns = ins;
+    k.max_ns = ins;
+    k.grid = ParseDim3(cell(grid_col_));
+    k.block = ParseDim3(cell(block_col_));
+    if (auto v = number(regs_col_)) k.registers = ClampToInt(*v);
+    double smem = 0;
+    for (int col : {smem_static_col_, smem_dyn_col_}) {
+      if (col < 0) continue;
+      if (auto v = number(col)) smem += NormalizeUnit(*v, t_->units[col]).value;
+    }
+    k.shared_bytes = ClampToInt(smem);
+    if (auto v = number(occ_col_)) k.theoretical_occupancy = std::clamp(*v / 100.0, 0.0, 1.0);
+    known_bytes_ += 96 + name.size();
+    run_.kernels.push_back(std::move(k));
+  }
+  NcuKernel& k = run_.kernels[it->second];
+  ++k.count;
+  k.total_ns = SaturatingAdd(k.total_ns, ins);
+  k.min_ns = std::min(k.min_ns, ins);
+  k.max_ns = std::max(k.max_ns, ins);
+
+  const int dynamic_smem =
+      smem_dyn_col_ < 0 ? 0 : ClampToInt(NormalizeUnit(number(smem_dyn_col_).value_or(0), t_->units[smem_dyn_col_]).value);
+  SignatureAcc& sa =
+      CountSignature(signatures_, name, ParseDim3(cell(grid_col_)), ParseDim3(cell(block_col_)), dynamic_smem, ins);
+  std::map<std::string, Acc>& km = sa.metrics;
+  std::optional<double> dram_read, dram_write;
+  for (const ColumnPlan& p : plans_) {
+    std::optional<double> v = number(p.index);
+    if (!v.has_value()) continue;
+    ++numeric_seen_[p.index];
+    double value = *v * p.scale;
+    if (p.mapping.unit == "%") value = std::clamp(value, 0.0, 100.0);
+    AddValue(km, name, p.mapping, value, ns, p.counter);
+    if (p.mapping.known) AddToAcc(run_metrics_[p.mapping.name], value, ns, p.counter, p.mapping.priority, p.mapping.unit);
+    if (p.mapping.name == "dram_bytes_read") dram_read = value;
+    if (p.mapping.name == "dram_bytes_write") dram_write = value;
+  }
+  // dram_bytes = read + write when the export has no dram__bytes.sum of its own.
+  if (dram_read && dram_write && !has_dram_sum_) {
+    AddValue(km, name, MetricMapping{"dram_bytes", "bytes", true, 0}, *dram_read + *dram_write, ns, true);
+    AddToAcc(run_metrics_["dram_bytes"], *dram_read + *dram_write, ns, true, 0, "bytes");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NcuRun> Summarizer::Finish() {
+  if (run_.launches == 0) {
+    return absl::InvalidArgumentError("ncu csv: no kernel launches after the header (was anything profiled?)");
+  }
+  NcuRun& run = run_;
+  for (const ColumnPlan& p : plans_) {
+    if (numeric_seen_[p.index] == 0 && !t_->columns[p.index].empty() && p.index != display_col_) {
       // String-valued columns (device attributes, cache configs) are not metrics; say nothing
       // unless the column is a known metric that was n/a everywhere.
       if (p.mapping.known) {
@@ -599,7 +739,6 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t, int steps) {
       }
     }
   }
-
   std::stable_sort(run.kernels.begin(), run.kernels.end(), [](const NcuKernel& a, const NcuKernel& b) {
     return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
   });
@@ -613,7 +752,7 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t, int steps) {
     run.metrics.push_back({"run", absl::StrCat("share.", category), share, ""});
   }
   run.metrics.push_back({"run", "metrics.kernels_profiled", static_cast<double>(run.kernels.size()), ""});
-  for (const auto& [name, a] : run_metrics) {
+  for (const auto& [name, a] : run_metrics_) {
     if (a.weight <= 0 && a.counter) continue;
     if (!std::isfinite(a.weighted) || !std::isfinite(a.weight)) {
       run.warnings.push_back(absl::StrCat(name, ": the run total is not a finite number; left out"));
@@ -625,11 +764,60 @@ absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t, int steps) {
       run.metrics.push_back({"run", absl::StrCat(name, ".avg"), a.weighted / a.weight, a.unit});
     }
   }
-  AddSignatureLevels(signatures, std::max(1, steps), &run);
+  AddSignatureLevels(signatures_, steps_, &run);
   run.warnings.push_back(absl::StrCat(
-      "launch signatures: grouped by kernel + grid + block", smem_dyn_col >= 0 ? " + dynamic shared memory" : "",
-      " (an ncu export has no LibTorch op or input shapes)", smem_dyn_col >= 0 ? "" : "; no launch__shared_mem_per_block_dynamic column"));
-  return run;
+      "launch signatures: grouped by kernel + grid + block", smem_dyn_col_ >= 0 ? " + dynamic shared memory" : "",
+      " (an ncu export has no LibTorch op or input shapes)",
+      smem_dyn_col_ >= 0 ? "" : "; no launch__shared_mem_per_block_dynamic column"));
+  return std::move(run_);
+}
+
+}  // namespace
+
+
+absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& t, int steps) {
+  if (t.rows.empty()) {
+    return absl::InvalidArgumentError("ncu csv: no kernel launches after the header (was anything profiled?)");
+  }
+  MEDPROF_ASSIGN_OR_RETURN(Summarizer z, Summarizer::Create(t, steps));
+  for (size_t r = 0; r < t.rows.size(); ++r) MEDPROF_RETURN_IF_ERROR(z.Add(t.rows[r], t.row_lines[r]));
+  return z.Finish();
+}
+
+absl::StatusOr<NcuRun> SummarizeNcuStream(std::istream& in, size_t max_stream_bytes, size_t max_request_bytes,
+                                          int steps) {
+  StreamRecords records(in, max_stream_bytes);
+  TableParser parser;
+  NcuTable header;  // columns and units only: the rows are summarized as they come
+  std::optional<Summarizer> z;
+  const TableParser::RowFn summarize = [&](std::vector<std::string>& row, int line) -> absl::Status {
+    if (!z.has_value()) {
+      header.columns = parser.columns();
+      header.units = parser.units();
+      MEDPROF_ASSIGN_OR_RETURN(z, Summarizer::Create(header, steps));
+    }
+    MEDPROF_RETURN_IF_ERROR(z->Add(row, line));
+    if (z->known_bytes() + z->unknown_bytes() > max_request_bytes) z->DropUnknown();
+    if (z->known_bytes() > max_request_bytes) {
+      return Bad(line, absl::StrCat("stopped here: the kernels and mapped metrics so far already need about ",
+                                    z->known_bytes(), " bytes, more than one import carries (", max_request_bytes,
+                                    "); export fewer metrics or kernels"));
+    }
+    return absl::OkStatus();
+  };
+  std::vector<std::string> fields;
+  int line = 0;
+  while (true) {
+    absl::StatusOr<bool> more = records.Next(&fields, &line);
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+    MEDPROF_RETURN_IF_ERROR(parser.Feed(fields, line, summarize));
+  }
+  MEDPROF_RETURN_IF_ERROR(parser.Finish());
+  if (!z.has_value()) {
+    return absl::InvalidArgumentError("ncu csv: no kernel launches after the header (was anything profiled?)");
+  }
+  return z->Finish();
 }
 
 }  // namespace medprof::ncu

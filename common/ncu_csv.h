@@ -35,6 +35,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -143,5 +144,14 @@ struct NcuRun {
 // launch whose duration is not a number.
 // `steps`: the workload steps the export covers (>= 1): kernel-scope counters are per step.
 absl::StatusOr<NcuRun> SummarizeNcu(const NcuTable& table, int steps = 1);
+
+// ParseNcuCsv + SummarizeNcu over a stream, without holding the table: one record is held at a
+// time, so memory grows with the kernels and metric values aggregated, not with the launches.
+// It stops — INVALID_ARGUMENT naming the line — once more than `max_stream_bytes` have been
+// read, or once the aggregate's mapped part would need more than `max_request_bytes` in an
+// import request; past `max_request_bytes` in all it first drops the unmapped ncu.* values
+// (with a warning). Otherwise the same result and refusals as the two functions above.
+absl::StatusOr<NcuRun> SummarizeNcuStream(std::istream& in, size_t max_stream_bytes, size_t max_request_bytes,
+                                          int steps = 1);
 
 }  // namespace medprof::ncu

@@ -37,7 +37,7 @@ esac
 build_pkgs=(
   build-essential cmake pkg-config git ca-certificates
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
+  libsqlite3-dev sqlite3 libssl-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   libcli11-dev nlohmann-json3-dev libbenchmark-dev libabsl-dev
   prometheus-cpp-dev libtorch-dev libopenblas0-pthread
 )

@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/version.h"
@@ -21,6 +22,7 @@
 #include "server/domain/tokens.h"
 #include "server/monitor/prometheus_exporter.h"
 #include "server/rpc/grpc_server.h"
+#include "server/store/db_lock.h"
 #include "server/store/sqlite_store.h"
 
 namespace medprof::server {
@@ -43,6 +45,8 @@ struct Flags {
   // Prometheus /metrics: HOST:PORT or "off". A failure to bind the default only warns.
   std::string metrics_listen = monitor::kDefaultMetricsListen;
   bool metrics_listen_given = false;
+  // Allows --metrics-listen on a non-loopback address (plain HTTP, no authentication).
+  bool metrics_insecure = false;
 };
 
 // `medprof-server token create|list|revoke`: token administration on the database file (the
@@ -147,9 +151,27 @@ class LeaseReaper {
   std::thread thread_;
 };
 
+// Exit 1 for a flag value that is wrong (INVALID_ARGUMENT), 2 for anything else (a port in use,
+// a locked or read-only database, bad TLS files), as the CLI and the agent do.
 int Fail(const absl::Status& s) {
   kLog.Error("cannot start: {}", std::string(s.message()));
-  return 2;
+  return s.code() == absl::StatusCode::kInvalidArgument ? 1 : 2;
+}
+
+// /metrics is plain HTTP without authentication: off loopback only when the operator says so
+// (--metrics-insecure). It has no TLS of its own; scrape it through a TLS proxy on loopback.
+absl::Status CheckMetricsListen(const Flags& flags) {
+  if (flags.metrics_listen == "off" || flags.metrics_insecure) return absl::OkStatus();
+  absl::StatusOr<rpc::ListenAddress> address = rpc::ParseListenAddress(flags.metrics_listen);
+  if (!address.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics-listen '", flags.metrics_listen,
+                                                   "': expected HOST:PORT (e.g. 127.0.0.1:9464) or off"));
+  }
+  if (rpc::IsLoopback(address->host)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--metrics-listen ", flags.metrics_listen,
+      ": /metrics is plain HTTP without authentication, so it listens off loopback only with "
+      "--metrics-insecure (or keep it on 127.0.0.1 and scrape it through a TLS proxy)"));
 }
 
 int Run(const Flags& flags, const sigset_t& signals) {
@@ -162,6 +184,7 @@ int Run(const Flags& flags, const sigset_t& signals) {
   options.max_attempts_default = flags.max_attempts_default;
   options.max_result_bytes_per_run = flags.max_result_bytes_per_run;
   if (absl::Status s = options.Validate(); !s.ok()) return Fail(s);
+  if (absl::Status s = CheckMetricsListen(flags); !s.ok()) return Fail(s);
   rpc::GrpcServerOptions server_options;
   server_options.listen = flags.listen;
   server_options.tls_cert_file = flags.tls_cert;
@@ -184,6 +207,9 @@ int Run(const Flags& flags, const sigset_t& signals) {
           absl::StrCat("--db ", flags.db, ": directory ", dir.string(), " does not exist (create it first)")));
     }
   }
+  // One server per database: the lock is held until this process exits.
+  absl::StatusOr<std::unique_ptr<DbLock>> db_lock = DbLock::Acquire(flags.db);
+  if (!db_lock.ok()) return Fail(db_lock.status());
   SqliteStoreOptions store_options;
   store_options.path = flags.db;
   store_options.synchronous = *sync;
@@ -283,8 +309,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", flags.log_level, "debug|info|warn|error|off")->capture_default_str();
   CLI::Option* metrics_opt =
       app.add_option("--metrics-listen", flags.metrics_listen,
-                     "Prometheus /metrics HOST:PORT (plain HTTP; keep it on loopback), or off")
+                     "Prometheus /metrics HOST:PORT (plain HTTP: loopback unless --metrics-insecure), or off")
           ->capture_default_str();
+  app.add_flag("--metrics-insecure", flags.metrics_insecure,
+               "allow --metrics-listen off loopback (plain HTTP, no authentication: anyone who reaches it reads it)");
 
   medprof::server::TokenFlags token_flags;
   CLI::App* token = app.add_subcommand("token", "create, list or revoke bearer tokens in --db");

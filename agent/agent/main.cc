@@ -22,6 +22,8 @@
 #include "agent/agent/uplink.h"
 #include "agent/agent/work_dir.h"
 #include "common/logging.h"
+#include "common/tls_files.h"
+#include "common/token_text.h"
 
 namespace {
 
@@ -29,9 +31,10 @@ using namespace medprof::agent;  // NOLINT: main only wires this component
 
 const medprof::Logger kLog("agent");
 
-int Fail(const absl::Status& s) {
+// Exit 1 for a flag or value the user gave (as the CLI does), 2 for everything else.
+int Fail(const absl::Status& s, int code = 2) {
   std::fprintf(stderr, "medprof-agent: %s\n", std::string(s.message()).c_str());
-  return 2;
+  return code;
 }
 
 std::string DefaultWorkerPath() {
@@ -58,6 +61,12 @@ int main(int argc, char** argv) {
   bool show_version = false;
   app.add_flag("--version", show_version, "Print the version and exit");
   AddFlags(&app, &options);
+  // Before CLI11, whose "not expected" message would print the secret.
+  if (absl::Status s = medprof::token::RefuseTokenOnCommandLine(std::vector<std::string>(argv, argv + argc),
+                                                                "--token-file FILE (or MEDPROF_TOKEN)");
+      !s.ok()) {
+    return Fail(s, 1);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -68,7 +77,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const EnvLookup env = ProcessEnv();
-  if (absl::Status s = ValidateOptions(&options, env); !s.ok()) return Fail(s);
+  if (absl::Status s = ValidateOptions(&options, env); !s.ok()) return Fail(s, 1);
   medprof::LogLevel level = medprof::LogLevel::kInfo;
   medprof::logging::ParseLevel(options.log_level, &level);
   medprof::logging::Init("medprof-agent", level);
@@ -101,7 +110,7 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<int> max_jobs =
       ValidateMaxJobs(options.max_jobs, static_cast<int>(inventory.devices.size()));
-  if (!max_jobs.ok()) return Fail(max_jobs.status());
+  if (!max_jobs.ok()) return Fail(max_jobs.status(), max_jobs.status().code() == absl::StatusCode::kInvalidArgument ? 1 : 2);
   const std::string worker = options.worker_path.empty() ? DefaultWorkerPath() : options.worker_path;
   if (::access(worker.c_str(), X_OK) != 0) {
     return Fail(
@@ -115,26 +124,23 @@ int main(int argc, char** argv) {
   if (!name.ok()) return Fail(name.status());
   absl::StatusOr<std::string> token = LoadToken(options, env);
   if (!token.ok()) return Fail(token.status());
+  if (!options.token_file.empty()) {
+    if (std::string w = medprof::token::TokenFileWarning(options.token_file); !w.empty()) kLog.Warn("{}", w);
+  }
   absl::StatusOr<ServerAddress> address = ParseServerAddress(options.server);
   if (!address.ok()) return Fail(address.status());
 
   UplinkOptions uplink_options;
   uplink_options.target = address->Target();
   uplink_options.token = *token;
-  if (!options.tls_ca.empty()) {
-    absl::StatusOr<std::string> pem = ReadFile(options.tls_ca);
-    if (!pem.ok()) return Fail(pem.status());
-    uplink_options.use_tls = true;
-    uplink_options.tls_ca_pem = *pem;
-  }
-  if (!options.tls_cert.empty()) {
-    absl::StatusOr<std::string> cert = ReadFile(options.tls_cert);
-    if (!cert.ok()) return Fail(cert.status());
-    absl::StatusOr<std::string> key = ReadFile(options.tls_key);
-    if (!key.ok()) return Fail(key.status());
-    uplink_options.tls_cert_pem = *cert;
-    uplink_options.tls_key_pem = *key;
-  }
+  // Read and checked (CA not expired; key matches certificate, which is valid now).
+  absl::StatusOr<medprof::tls::ClientPems> pems =
+      medprof::tls::LoadClientFiles(options.tls_ca, options.tls_cert, options.tls_key);
+  if (!pems.ok()) return Fail(pems.status());
+  uplink_options.use_tls = !options.tls_ca.empty();
+  uplink_options.tls_ca_pem = pems->ca;
+  uplink_options.tls_cert_pem = pems->cert;
+  uplink_options.tls_key_pem = pems->key;
   absl::StatusOr<std::unique_ptr<Uplink>> uplink = Uplink::Create(uplink_options);
   if (!uplink.ok()) return Fail(uplink.status());
 

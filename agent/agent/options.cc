@@ -14,6 +14,8 @@
 #include "agent/agent/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/tls_files.h"
+#include "common/token_text.h"
 
 namespace medprof::agent {
 namespace {
@@ -61,7 +63,8 @@ void AddFlags(CLI::App* app, AgentOptions* o) {
                   "Extra label key=value (repeat the flag for more); overrides automatic labels")
       ->allow_extra_args(false);
   app->add_option("--site", o->site, "Site label (default $MEDPROF_SITE)");
-  app->add_option("--max-jobs", o->max_jobs, "Jobs at once, 1..number of devices (default: one per device)");
+  app->add_option("--max-jobs", o->max_jobs, "Jobs at once, 1..number of devices (default: one per device)")
+      ->each([o](const std::string&) { o->max_jobs_given = true; });
   app->add_option("--drain-timeout-s", o->drain_timeout_s,
                   "Seconds to stop workers and flush uploads after SIGTERM, 1..3600")
       ->capture_default_str();
@@ -172,9 +175,10 @@ absl::Status ValidateOptions(AgentOptions* o, const EnvLookup& env) {
     return absl::InvalidArgumentError(
         absl::StrCat("--drain-timeout-s: ", o->drain_timeout_s, " is out of range (allowed 1..3600)"));
   }
-  if (o->max_jobs < 0 || o->max_jobs > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max-jobs: ", o->max_jobs, " is out of range (allowed 1..number of devices; 0 = one per device)"));
+  if (o->max_jobs_given && (o->max_jobs < 1 || o->max_jobs > 64)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-jobs: ", o->max_jobs,
+                                                   " is out of range (allowed 1..number of devices, at most 64; "
+                                                   "leave it out for one job per device)"));
   }
   if (!o->name.empty()) {
     if (absl::Status s = ValidateAgentName(o->name); !s.ok()) return s;
@@ -221,6 +225,10 @@ absl::Status ValidateOptions(AgentOptions* o, const EnvLookup& env) {
         CheckPemFile("--tls-cert", o->tls_cert, "-----BEGIN CERTIFICATE-----", "certificate"));
     MEDPROF_RETURN_IF_ERROR(CheckPemFile("--tls-key", o->tls_key, "PRIVATE KEY-----", "private key"));
   }
+  // Beyond the markers: the key matches the certificate, which is valid now; the CA has not expired.
+  if (auto pems = tls::LoadClientFiles(o->tls_ca, o->tls_cert, o->tls_key); !pems.ok()) {
+    return absl::InvalidArgumentError(pems.status().message());
+  }
   if (auto token = LoadToken(*o, env); !token.ok()) return token.status();
   return absl::OkStatus();
 }
@@ -237,24 +245,12 @@ absl::StatusOr<int> ValidateMaxJobs(int max_jobs, int device_count) {
 }
 
 absl::StatusOr<std::string> LoadToken(const AgentOptions& options, const EnvLookup& env) {
-  std::string token;
-  if (!options.token_file.empty()) {
-    auto text = ReadFile(options.token_file);
-    if (!text.ok())
-      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", text.status().message()));
-    token = text->substr(0, text->find('\n'));
-    if (token.empty())
-      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", options.token_file, " is empty"));
-  } else if (auto t = env("MEDPROF_TOKEN"); t.has_value()) {
-    token = *t;
-  }
-  token = std::string(absl::StripAsciiWhitespace(token));
-  for (char c : token) {
-    if (static_cast<unsigned char>(c) < 0x21 || c == 0x7f) {
-      return absl::InvalidArgumentError("agent token: contains a space or control character (not allowed)");
-    }
-  }
-  return token;
+  if (!options.token_file.empty()) return token::ReadTokenFile(options.token_file, "--token-file");
+  std::optional<std::string> t = env("MEDPROF_TOKEN");
+  if (!t.has_value() || t->empty()) return std::string();
+  const std::string stripped(absl::StripAsciiWhitespace(*t));
+  MEDPROF_RETURN_IF_ERROR(token::CheckShape(stripped, "MEDPROF_TOKEN"));
+  return stripped;
 }
 
 }  // namespace medprof::agent

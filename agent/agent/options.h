@@ -43,8 +43,10 @@ struct AgentOptions {
   std::vector<std::string> labels;
   // Site label (e.g. stampede3). Default $MEDPROF_SITE; may be empty.
   std::string site;
-  // Jobs run at once, 1..number of devices. 0 (default) = one per device.
+  // Jobs run at once, 1..number of devices (--max-jobs). 0 (default, flag not given) = one per
+  // device; a given 0 is refused like any value out of range.
   int max_jobs = 0;
+  bool max_jobs_given = false;
   // Seconds to end workers and flush uploads after SIGTERM, 1..3600 (default 90).
   int drain_timeout_s = 90;
   // PEM file of the CA that signed the server certificate. Required unless the server is on

@@ -12,7 +12,12 @@
 // and prints median / p99 per query. Targets (docs/queries.md): compare p99 < 50 ms, ingest of
 // one run < 5 ms. Exit code 1 with --check when a target is missed.
 //
-//   medprof-query-bench [--runs N] [--iterations N] [--db PATH] [--check]
+// With --concurrent-s S it times instead, on the same store, compare (one study) and `studies`
+// (the newest 50) at 1, 4 and 20 concurrent clients, then ingest of one run every ~50 ms while
+// 20 clients read, each phase S seconds. Targets (issue 22): compare p99 at 20 clients under
+// 5 x its 1-client p99, studies p99 at 20 clients under 50 ms, ingest p99 under reads < 20 ms.
+//
+//   medprof-query-bench [--runs N] [--iterations N] [--db PATH] [--check] [--concurrent-s S]
 #include <algorithm>
 #include <time.h>
 
@@ -21,7 +26,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -219,8 +226,164 @@ std::vector<server::ResultChunk> RunChunks(const std::string& run_id, const std:
   return chunks;
 }
 
+// ---------------------------------------------------------------- concurrent reads (--concurrent)
+
+struct Latencies {
+  std::vector<double> compare, studies;
+};
+
+// `clients` threads, each alternating a compare of a random study and a list of the newest 50
+// studies until `until`; every latency recorded.
+Latencies ReadLoad(server::Domain& domain, const std::vector<std::string>& study_ids, int clients,
+                   std::chrono::steady_clock::time_point until) {
+  std::vector<Latencies> per(clients);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      std::mt19937_64 rng(100 + c);
+      const server::CallContext ctx = server::CallContext::Background();
+      for (bool compare = (c % 2 == 0); std::chrono::steady_clock::now() < until; compare = !compare) {
+        const auto start = std::chrono::steady_clock::now();
+        absl::Status s;
+        if (compare) {
+          server::CompareRequest r;
+          r.study_id = study_ids[rng() % study_ids.size()];
+          s = domain.queries().Compare(ctx, r).status();
+        } else {
+          server::ListStudiesRequest r;
+          r.limit = 50;
+          s = domain.studies().ListStudies(ctx, r).status();
+        }
+        if (!s.ok()) {
+          std::fprintf(stderr, "%s: %s\n", compare ? "compare" : "studies", s.ToString().c_str());
+          std::exit(2);
+        }
+        (compare ? per[c].compare : per[c].studies).push_back(Ms(std::chrono::steady_clock::now() - start));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  Latencies all;
+  for (const Latencies& l : per) {
+    all.compare.insert(all.compare.end(), l.compare.begin(), l.compare.end());
+    all.studies.insert(all.studies.end(), l.studies.begin(), l.studies.end());
+  }
+  return all;
+}
+
+// A registered agent that leases and ingests runs of a submitted study, one at a time.
+class Ingester {
+ public:
+  static absl::StatusOr<Ingester> Create(server::Domain& domain) {
+    const server::CallContext ctx = server::CallContext::Background();
+    server::RegisterAgentRequest reg;
+    reg.protocol_version = 1;
+    reg.agent_name = "bench-agent";
+    reg.max_concurrent_jobs = 1;
+    server::DeviceRecord d;
+    d.index = 0;
+    d.kind = "cuda";
+    d.name = kGpus[0];
+    reg.devices = {d};
+    MEDPROF_ASSIGN_OR_RETURN(auto agent, domain.agents().Register(ctx, reg));
+    return Ingester(domain, agent.agent_id);
+  }
+  // Submits a study of 100 jobs to lease from.
+  absl::Status Submit() {
+    server::SubmitStudyRequest sub;
+    sub.presets = {"baseline"};
+    sub.config.set_volume(16);
+    sub.config.set_base_channels(8);
+    sub.repeats = 100;
+    return domain_->studies().SubmitStudy(server::CallContext::Background(), sub).status();
+  }
+  // Leases one run, ingests its results (timed: the latency returned) and finishes it.
+  absl::StatusOr<double> One(std::mt19937_64& rng) {
+    const server::CallContext ctx = server::CallContext::Background();
+    server::AcquireJobRequest acq;
+    acq.agent_id = agent_id_;
+    MEDPROF_ASSIGN_OR_RETURN(auto a, domain_->scheduler().AcquireJob(ctx, acq));
+    if (!a.has_value()) {
+      MEDPROF_RETURN_IF_ERROR(Submit());
+      MEDPROF_ASSIGN_OR_RETURN(a, domain_->scheduler().AcquireJob(ctx, acq));
+      if (!a.has_value()) return absl::InternalError("no job to lease after a submission");
+    }
+    const std::vector<server::ResultChunk> chunks = RunChunks(a->run_id, agent_id_, rng);
+    const auto start = std::chrono::steady_clock::now();
+    MEDPROF_RETURN_IF_ERROR(domain_->ingestor().Ingest(ctx, chunks).status());
+    const double ms = Ms(std::chrono::steady_clock::now() - start);
+    server::FinishRunRequest fin;
+    fin.agent_id = agent_id_;
+    fin.run_id = a->run_id;
+    fin.state = server::RunState::kSucceeded;
+    fin.last_seq = chunks.size();
+    MEDPROF_RETURN_IF_ERROR(domain_->scheduler().FinishRun(ctx, fin).status());
+    return ms;
+  }
+
+ private:
+  Ingester(server::Domain& domain, std::string agent_id) : domain_(&domain), agent_id_(std::move(agent_id)) {}
+  server::Domain* domain_;
+  std::string agent_id_;
+};
+
+void PrintLine(const char* what, std::vector<double> v) {
+  if (v.empty()) {
+    std::printf("  %-34s (no calls)\n", what);
+    return;
+  }
+  const size_t calls = v.size();
+  const Figures f = Summarize(std::move(v));
+  std::printf("  %-34s p50 %7.2f ms  p99 %7.2f ms  max %7.2f ms  (%zu calls)\n", what, f.median, f.p99, f.max,
+              calls);
+}
+
+// Compare and list latencies at 1, 4 and 20 concurrent clients, then ingest latency while 20
+// clients read; each phase `seconds` long. Returns 1 when a target is missed.
+int ConcurrentReads(server::Domain& domain, const std::vector<std::string>& study_ids, int seconds) {
+  std::map<int, Figures> compare_at, studies_at;
+  for (int clients : {1, 4, 20}) {
+    Latencies l = ReadLoad(domain, study_ids, clients, std::chrono::steady_clock::now() + std::chrono::seconds(seconds));
+    std::printf("%d concurrent client(s), %d s:\n", clients, seconds);
+    compare_at[clients] = Summarize(l.compare);
+    studies_at[clients] = Summarize(l.studies);
+    PrintLine("compare (one study of 100 runs)", l.compare);
+    PrintLine("studies (newest 50)", l.studies);
+  }
+  auto ingester = Ingester::Create(domain);
+  if (!ingester.ok()) {
+    std::fprintf(stderr, "ingest setup: %s\n", ingester.status().ToString().c_str());
+    return 2;
+  }
+  std::vector<double> ingest;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  std::thread readers([&] { ReadLoad(domain, study_ids, 20, until); });
+  std::mt19937_64 rng(9);
+  while (std::chrono::steady_clock::now() < until) {
+    absl::StatusOr<double> ms = ingester->One(rng);
+    if (!ms.ok()) {
+      std::fprintf(stderr, "ingest: %s\n", ms.status().ToString().c_str());
+      std::exit(2);
+    }
+    ingest.push_back(*ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // an upload every ~50 ms
+  }
+  readers.join();
+  std::printf("ingest while 20 clients read, %d s:\n", seconds);
+  const Figures ing = Summarize(ingest);
+  PrintLine("ingest of one run (one window)", ingest);
+  const bool ok_compare = compare_at[20].p99 < 5 * compare_at[1].p99;
+  const bool ok_studies = studies_at[20].p99 < 50;
+  const bool ok_ingest = ing.p99 < 20;
+  std::printf("targets: compare p99 at 20 clients < 5 x at 1 client: %s (%.2f vs 5 x %.2f ms); studies p99 at 20 "
+              "clients < 50 ms: %s (%.2f ms); ingest p99 under reads < 20 ms: %s (%.2f ms)\n",
+              ok_compare ? "met" : "MISSED", compare_at[20].p99, compare_at[1].p99, ok_studies ? "met" : "MISSED",
+              studies_at[20].p99, ok_ingest ? "met" : "MISSED", ing.p99);
+  return ok_compare && ok_studies && ok_ingest ? 0 : 1;
+}
+
 int Main(int argc, char** argv) {
-  int runs = 10000, iterations = 200;
+  int runs = 10000, iterations = 200, concurrent_s = 0;
   bool check = false;
   std::string db;
   for (int i = 1; i < argc; ++i) {
@@ -229,8 +392,10 @@ int Main(int argc, char** argv) {
     else if (a == "--iterations" && i + 1 < argc) iterations = std::atoi(argv[++i]);
     else if (a == "--db" && i + 1 < argc) db = argv[++i];
     else if (a == "--check") check = true;
+    else if (a == "--concurrent-s" && i + 1 < argc) concurrent_s = std::atoi(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: medprof-query-bench [--runs N] [--iterations N] [--db PATH] [--check]\n");
+      std::fprintf(stderr,
+                   "usage: medprof-query-bench [--runs N] [--iterations N] [--db PATH] [--check] [--concurrent-s S]\n");
       return 2;
     }
   }
@@ -266,6 +431,13 @@ int Main(int argc, char** argv) {
   const double fill_s = Ms(std::chrono::steady_clock::now() - t0) / 1000.0;
   std::printf("store: %d runs (%zu studies of %d), %d kernel rows, %d metric values, %d steps; filled in %.1f s\n",
               runs, study_ids.size(), kRunsPerStudy, runs * kKernels, runs * kMetrics, runs * kSteps, fill_s);
+
+  if (concurrent_s > 0) {
+    const int rc = ConcurrentReads(**domain, study_ids, concurrent_s);
+    std::printf("reader connections opened: %d\n", (*store)->readers_opened());
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+    return check ? rc : (rc == 2 ? 2 : 0);
+  }
 
   std::mt19937_64 rng(7);
   // Wall time (what a client sees) and this thread's CPU time (what the query costs, without the

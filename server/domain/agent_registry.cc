@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/text_check.h"
 #include "common/version.h"
 #include "server/domain/codec.h"
 
@@ -36,6 +37,10 @@ absl::Status ValidateRegistration(const RegisterAgentRequest& r) {
         kVersionLine, ") speaks protocol ", kProtocolVersion, ": run a medprof-agent whose --version says protocol ",
         kProtocolVersion));
   }
+  // Before the check below, which quotes the name.
+  MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(r.agent_name, "agent_name"));
+  MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(r.host, "host"));
+  MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(r.version, "version"));
   if (r.agent_name.empty() || r.agent_name.size() > 128 || !PrintableNoSpace(r.agent_name)) {
     return Invalid(absl::StrCat("agent_name: '", r.agent_name.substr(0, 140),
                                 "' is not valid (allowed 1..128 printable characters without spaces)"));
@@ -66,6 +71,8 @@ absl::Status ValidateRegistration(const RegisterAgentRequest& r) {
       return Invalid(absl::StrCat(field, ".index: ", d.index, " is listed twice (each device once)"));
     }
     if (d.name.size() > 256) return Invalid(absl::StrCat(field, ".name: longer than 256 characters"));
+    MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(d.name, absl::StrCat(field, ".name")));
+    MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(d.compute_capability, absl::StrCat(field, ".compute_capability")));
     if (d.compute_capability.size() > 16) {
       return Invalid(absl::StrCat(field, ".compute_capability: longer than 16 characters"));
     }
@@ -77,6 +84,7 @@ absl::Status ValidateRegistration(const RegisterAgentRequest& r) {
                                   "' is not valid (allowed 1..64 characters: letters, digits, '_', '-', '.')"));
     }
     if (v.size() > 256) return Invalid(absl::StrCat("labels[", k, "]: value longer than 256 characters"));
+    MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(v, absl::StrCat("labels[", k, "]")));
   }
   if (r.max_concurrent_jobs < 0 || r.max_concurrent_jobs > 64) {
     return Invalid(absl::StrCat("max_concurrent_jobs: ", r.max_concurrent_jobs,

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/kernel_taxonomy.h"
 #include "common/status.h"
+#include "common/text_check.h"
 #include "common/workload_config.h"
 #include "server/domain/codec.h"
 
@@ -67,6 +68,8 @@ bool Printable(const std::string& s) {
 
 absl::Status CheckRequest(const ImportRunRequest& r) {
   if (r.study_id.size() > 64) return Invalid("study_id: at most 64 characters");
+  MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(r.study_name, "study_name"));
+  MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(r.gpu, "gpu"));
   if (r.study_name.size() > kMaxStudyNameChars) {
     return Invalid(absl::StrCat("study_name: ", r.study_name.size(), " characters (allowed at most ",
                                 kMaxStudyNameChars, ")"));
@@ -102,6 +105,8 @@ absl::Status CheckRequest(const ImportRunRequest& r) {
     if (k.name().empty() || k.name().size() > kMaxKernelNameChars) {
       return Invalid(absl::StrCat(where, ".name: required, at most ", kMaxKernelNameChars, " characters"));
     }
+    MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(k.name(), absl::StrCat(where, ".name")));
+    MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(k.op(), absl::StrCat(where, ".op")));
     if (k.count() < 1) return Invalid(absl::StrCat(where, ".count: ", k.count(), " (at least 1 launch)"));
     if (k.total_ns() < 0 || k.min_ns() < 0 || k.max_ns() < k.min_ns()) {
       return Invalid(absl::StrCat(where, ": times must be non-negative with min_ns <= max_ns (total ", k.total_ns(),
@@ -123,6 +128,9 @@ absl::Status CheckRequest(const ImportRunRequest& r) {
   for (size_t i = 0; i < r.metrics.size(); ++i) {
     const v1::MetricValue& m = r.metrics[i];
     const std::string where = absl::StrCat("metrics[", i, "]");
+    MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(m.scope(), absl::StrCat(where, ".scope")));
+    MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(m.name(), absl::StrCat(where, ".name")));
+    MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(m.unit(), absl::StrCat(where, ".unit")));
     const bool scope_ok = m.scope() == "run" ||
                           (absl::StartsWith(m.scope(), "phase:") && m.scope().size() > 6 && m.scope().size() <= 64) ||
                           (absl::StartsWith(m.scope(), "kernel:") && m.scope().size() > 7 &&

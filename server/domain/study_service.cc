@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/text_check.h"
 #include "common/workload_config.h"
 #include "server/domain/access.h"
 #include "server/domain/codec.h"
@@ -69,6 +70,7 @@ absl::StatusOr<std::vector<JobView>> PlanJobs(const SubmitStudyRequest& r, int m
   if (r.name.size() > kMaxName) {
     return Invalid(absl::StrCat("name: ", r.name.size(), " characters (allowed at most ", kMaxName, ")"));
   }
+  MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(r.name, "name"));
   if (r.presets.empty() || r.presets.size() > kMaxPresets) {
     return Invalid(absl::StrCat("presets: ", r.presets.size(), " presets (allowed 1..", kMaxPresets, " of ",
                                 config::PresetList(), ")"));
@@ -95,6 +97,7 @@ absl::StatusOr<std::vector<JobView>> PlanJobs(const SubmitStudyRequest& r, int m
   }
   std::vector<std::string> targets = r.targets.empty() ? std::vector<std::string>{""} : r.targets;
   for (size_t i = 0; i < targets.size(); ++i) {
+    MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(targets[i], absl::StrCat("targets[", i, "]")));
     absl::StatusOr<selector::Selector> sel = JobSelector(targets[i], configs.front());
     if (!sel.ok()) return Invalid(absl::StrCat("targets[", i, "]: ", sel.status().message()));
     targets[i] = std::string(absl::StripAsciiWhitespace(targets[i]));
@@ -250,6 +253,7 @@ absl::StatusOr<int> StudyService::CancelStudy(const CallContext& ctx, const std:
   if (reason.size() > kMaxReason) {
     return Invalid(absl::StrCat("reason: ", reason.size(), " characters (allowed at most ", kMaxReason, ")"));
   }
+  MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(reason, "reason"));
   const int64_t now = core_.clock.NowUnixMs();
   const std::string why = reason.empty() ? "by request" : reason;
   int cancelled = 0;

@@ -9,14 +9,17 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "common/text_check.h"
+#include "common/token_text.h"
 #include "server/domain/limits.h"
 
 namespace medprof::server {
 namespace {
 
-constexpr absl::string_view kPrefix = "mpt_";
-constexpr size_t kIdHex = 12;
-constexpr size_t kSecretHex = 64;
+// The shape is defined once, in common/token_text.h (clients check it before sending).
+constexpr absl::string_view kPrefix(token::kPrefix.data(), token::kPrefix.size());
+constexpr size_t kIdHex = token::kIdHex;
+constexpr size_t kSecretHex = token::kSecretHex;
 constexpr size_t kSaltBytes = 16;
 
 absl::StatusOr<std::string> RandomBytes(size_t n) {
@@ -104,6 +107,7 @@ absl::Status TokenGrant::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("agent_name: only agent tokens name an agent (this one is ", RoleName(role), ")"));
   }
+  MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(note, "note"));
   if (note.size() > limits::kMaxTokenNote) {
     return absl::InvalidArgumentError(
         absl::StrCat("note: ", note.size(), " characters (allowed at most ", limits::kMaxTokenNote, ")"));
@@ -112,19 +116,14 @@ absl::Status TokenGrant::Validate() const {
 }
 
 absl::StatusOr<std::pair<std::string, std::string>> SplitToken(absl::string_view token) {
-  const auto bad = [](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("token: ", why, " (expected mpt_<12 hex>_<64 hex>)"));
-  };
   if (token.size() > limits::kMaxTokenChars) {
-    return bad(absl::StrCat(token.size(), " characters, longer than limit max_token_chars ", limits::kMaxTokenChars));
+    return absl::InvalidArgumentError(absl::StrCat("token: ", token.size(),
+                                                   " characters, longer than limit max_token_chars ",
+                                                   limits::kMaxTokenChars));
   }
-  if (token.substr(0, kPrefix.size()) != kPrefix) return bad("no mpt_ prefix");
+  MEDPROF_RETURN_IF_ERROR(token::CheckShape(std::string_view(token.data(), token.size()), "token"));
   const absl::string_view rest = token.substr(kPrefix.size());
-  if (rest.size() != kIdHex + 1 + kSecretHex || rest[kIdHex] != '_') return bad("wrong length");
-  const absl::string_view id = rest.substr(0, kIdHex);
-  const absl::string_view secret = rest.substr(kIdHex + 1);
-  if (!IsLowerHex(id) || !IsLowerHex(secret)) return bad("not lower-case hex");
-  return std::make_pair(absl::StrCat("tok-", id), std::string(secret));
+  return std::make_pair(absl::StrCat("tok-", rest.substr(0, kIdHex)), std::string(rest.substr(kIdHex + 1)));
 }
 
 absl::StatusOr<CreatedToken> TokenService::Create(const TokenGrant& grant) {

@@ -6,8 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
@@ -21,26 +19,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "server/rpc/services.h"
+#include "server/rpc/tls_reloader.h"
 
 namespace medprof::server::rpc {
-namespace {
-
-absl::StatusOr<std::string> ReadPem(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(flag, " ", path, ": cannot open (", std::strerror(errno), ")"));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string pem = text.str();
-  if (pem.find("-----BEGIN") == std::string::npos) {
-    return absl::FailedPreconditionError(absl::StrCat(flag, " ", path, ": not a PEM file (no -----BEGIN line)"));
-  }
-  return pem;
-}
-
-}  // namespace
 
 std::string ListenAddress::ToString() const {
   return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
@@ -106,11 +87,10 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Create(const GrpcServerO
   auto server = std::unique_ptr<GrpcServer>(new GrpcServer(options, address));
   server->auth_mode_ = options.auth.value_or(IsLoopback(address.host) ? AuthMode::kOff : AuthMode::kTokens);
   if (!options.tls_cert_file.empty()) {
-    MEDPROF_ASSIGN_OR_RETURN(server->cert_pem_, ReadPem(options.tls_cert_file, "--tls-cert"));
-    MEDPROF_ASSIGN_OR_RETURN(server->key_pem_, ReadPem(options.tls_key_file, "--tls-key"));
-  }
-  if (!options.tls_client_ca_file.empty()) {
-    MEDPROF_ASSIGN_OR_RETURN(server->client_ca_pem_, ReadPem(options.tls_client_ca_file, "--tls-client-ca"));
+    // Checked before anything listens: a key that does not match, an expired certificate or
+    // a CA file that holds none refuses the start with the cause.
+    MEDPROF_ASSIGN_OR_RETURN(server->tls_, TlsReloader::Create(TlsFiles{
+                                               options.tls_cert_file, options.tls_key_file, options.tls_client_ca_file}));
   }
   return server;
 }
@@ -134,15 +114,14 @@ absl::Status GrpcServer::Start(Domain* domain) {
   agent_service_ = std::make_unique<AgentServiceImpl>(*domain, *authenticator_);
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (tls()) {
-    // The files were read once in Create() (so a bad path fails at start-up); the provider
-    // re-reads them every tls_reload_interval_s, which is how a renewed certificate is taken
-    // without a restart. Credentials keep the provider alive.
+    // gRPC watches the reloader's checked copies (every second: local files); the reloader
+    // installs renewed files only when they pass its checks.
     auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-        options_.tls_key_file, options_.tls_cert_file, options_.tls_client_ca_file,
-        static_cast<unsigned int>(options_.tls_reload_interval_s));
+        tls_->key_path(), tls_->cert_path(), tls_->client_ca_path(), 1);
+    tls_->Start(std::chrono::seconds(options_.tls_reload_interval_s));
     grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
     tls_options.watch_identity_key_cert_pairs();
-    if (!client_ca_pem_.empty()) {
+    if (mutual_tls()) {
       tls_options.watch_root_certs();
       tls_options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
     } else {
@@ -162,6 +141,9 @@ absl::Status GrpcServer::Start(Domain* domain) {
   // Agents behind NAT send keepalive pings on their long-lived calls; allow them.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  // gRPC sets SO_REUSEPORT by default, which lets a second server bind the same port and take
+  // half the connections (to another database). One server per port: a port in use is refused.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     server_.reset();

@@ -7,9 +7,11 @@
 // saying what to pass. Likewise authentication (auth.h) may be off only on loopback; unset, it
 // is off on loopback and tokens elsewhere. Port 0 picks a free port; port() then tells which.
 //
-// With TLS, the certificate, key and client CA files are watched (gRPC's
-// FileWatcherCertificateProvider) and re-read every tls_reload_interval_s: replacing them
-// (e.g. a renewed certificate) takes effect for new connections without a restart.
+// With TLS, the certificate, key and client CA files are checked before the server listens
+// (parse, key matches certificate, not expired: tls_reloader.h) and re-read every
+// tls_reload_interval_s: replacing them (e.g. a renewed certificate) takes effect for new
+// connections without a restart when the new files pass the same checks; otherwise the
+// server keeps its current credentials and logs why.
 //
 // Shutdown() may be called from any thread (the signal
 // thread); Wait() returns once it has drained.
@@ -33,6 +35,7 @@ namespace medprof::server::rpc {
 
 class MedprofServiceImpl;
 class AgentServiceImpl;
+class TlsReloader;
 
 struct GrpcServerOptions {
   // HOST:PORT to listen on ("127.0.0.1:7070", "[::1]:0", "0.0.0.0:7443"). Required.
@@ -67,20 +70,24 @@ class GrpcServer {
   // Checks the options without touching files or the network (the listen address, the TLS
   // flag combinations, plaintext only on loopback).
   static absl::Status CheckOptions(const GrpcServerOptions& options);
-  // Checks the options and reads the TLS files; binds nothing yet.
+  // Checks the options and reads and checks the TLS files (FAILED_PRECONDITION naming the
+  // file and the cause); binds nothing yet.
   static absl::StatusOr<std::unique_ptr<GrpcServer>> Create(const GrpcServerOptions& options);
   ~GrpcServer();
 
   // Binds and starts serving `domain`, which must outlive the server. UNAVAILABLE when the
-  // address cannot be bound.
+  // address cannot be bound — also when another process listens on the port: SO_REUSEPORT is
+  // off, so two servers never split one port's connections.
   absl::Status Start(Domain* domain);
   // The bound port (after Start()).
   int port() const { return port_; }
   // "host:port" actually listened on (after Start()).
   std::string address() const;
   // True when connections are TLS.
-  bool tls() const { return !cert_pem_.empty(); }
-  bool mutual_tls() const { return !client_ca_pem_.empty(); }
+  bool tls() const { return tls_ != nullptr; }
+  bool mutual_tls() const { return tls_ != nullptr && !options_.tls_client_ca_file.empty(); }
+  // The TLS files' reloader (nullptr without TLS); tests call its ReloadOnce().
+  TlsReloader* tls_reloader() const { return tls_.get(); }
   // The authentication mode in force.
   AuthMode auth_mode() const { return auth_mode_; }
   // Blocks until the server has shut down.
@@ -95,7 +102,7 @@ class GrpcServer {
   const GrpcServerOptions options_;
   const ListenAddress address_;
   Domain* domain_ = nullptr;
-  std::string cert_pem_, key_pem_, client_ca_pem_;
+  std::unique_ptr<TlsReloader> tls_;
   AuthMode auth_mode_ = AuthMode::kOff;
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<MedprofServiceImpl> medprof_service_;

@@ -1,26 +1,51 @@
 #include "server/store/sqlite_db.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 
 namespace medprof::server {
 namespace {
+
+const Logger kLog("store");
 
 absl::StatusCode CodeFor(int rc) {
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_IOERR:
       return absl::StatusCode::kUnavailable;
     case SQLITE_CONSTRAINT:
       return absl::StatusCode::kAlreadyExists;
     case SQLITE_FULL:
+    case SQLITE_NOMEM:
       return absl::StatusCode::kResourceExhausted;
-    case SQLITE_CANTOPEN:
-    case SQLITE_READONLY:
-    case SQLITE_PERM:
-    case SQLITE_NOTADB:
-      return absl::StatusCode::kFailedPrecondition;
-    default:
+    default:  // CORRUPT, NOTADB, ERROR (SQL logic), MISUSE, ...
       return absl::StatusCode::kInternal;
+  }
+}
+
+// The cause in words a client may read: never the statement (that goes to the server log).
+std::string CauseFor(sqlite3* db, int rc) {
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return "the database is locked by another process (try again later)";
+    case SQLITE_READONLY:
+    case SQLITE_CANTOPEN:
+    case SQLITE_PERM:
+    case SQLITE_IOERR:
+      return absl::StrCat("the server cannot write its database: ", sqlite3_errstr(rc));
+    case SQLITE_CONSTRAINT:  // "UNIQUE constraint failed: studies.study_id": names, no statement
+      return db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+    case SQLITE_FULL:
+      return "the database or its disk is full";
+    case SQLITE_NOMEM:
+      return "the server is out of memory";
+    default:
+      return absl::StrCat("internal database error: ", sqlite3_errstr(rc), " (details in the server log)");
   }
 }
 
@@ -37,9 +62,25 @@ std::string Abbrev(std::string_view sql) {
 
 absl::Status SqliteError(sqlite3* db, int rc, std::string_view call) {
   const char* msg = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  return absl::Status(CodeFor(rc), absl::StrCat("sqlite: ", absl::string_view(call.data(), call.size()),
-                                                " failed: ", msg, " (code ", rc, ")"));
+  const std::string detail =
+      absl::StrCat("sqlite: ", absl::string_view(call.data(), call.size()), " failed: ", msg, " (code ", rc, ")");
+  if ((rc & 0xff) == SQLITE_CONSTRAINT) {
+    kLog.Debug("{}", detail);  // expected by callers that detect duplicates
+  } else {
+    kLog.Warn("{}", detail);
+  }
+  return absl::Status(CodeFor(rc), absl::StrCat("database: ", CauseFor(db, rc), " (SQLite code ", rc, ")"));
 }
+
+namespace {
+
+// Programming errors in the store: the statement to the log, INTERNAL without it to the caller.
+absl::Status StoreBug(const char* what, std::string_view sql) {
+  kLog.Error("{}: {}", what, Abbrev(sql));
+  return absl::InternalError(absl::StrCat("internal database error: ", what, " (details in the server log)"));
+}
+
+}  // namespace
 
 absl::Status Statement::Bind(int i, int64_t v) {
   MEDPROF_SQLITE_CALL(db_, sqlite3_bind_int64(stmt_, i, v));
@@ -111,10 +152,10 @@ absl::StatusOr<ScopedStatement> Db::Prepare(std::string_view sql) {
   }
   Statement* st = it->second.get();
   if (st->in_use) {
-    return absl::InternalError(absl::StrCat("statement already in use (nested use of one query): ", Abbrev(sql)));
+    return StoreBug("statement already in use (nested use of one query)", sql);
   }
   if (!write_allowed && !st->read_only()) {
-    return absl::InternalError(absl::StrCat("write inside a read transaction: ", Abbrev(sql)));
+    return StoreBug("write inside a read transaction", sql);
   }
   return ScopedStatement(st);
 }

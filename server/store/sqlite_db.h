@@ -22,9 +22,11 @@
 
 namespace medprof::server {
 
-// The status for a failed SQLite call: code mapped from the SQLite result code (BUSY/LOCKED ->
-// UNAVAILABLE, CONSTRAINT -> ALREADY_EXISTS, FULL -> RESOURCE_EXHAUSTED, CANTOPEN/READONLY/PERM
-// -> FAILED_PRECONDITION, else INTERNAL), message "sqlite: <call> failed: <errmsg> (code N)".
+// The status for a failed SQLite call, fit to reach a client: code mapped from the SQLite
+// result code (BUSY/LOCKED/READONLY/CANTOPEN/PERM/IOERR -> UNAVAILABLE, CONSTRAINT ->
+// ALREADY_EXISTS, FULL/NOMEM -> RESOURCE_EXHAUSTED, else INTERNAL), message "database: <the
+// cause in words> (SQLite code N)" — never the statement. The call text and sqlite3_errmsg go
+// to the server log ("store" logger; debug for CONSTRAINT, which callers may expect).
 absl::Status SqliteError(sqlite3* db, int rc, std::string_view call);
 
 // Runs `call` (an expression returning an SQLite result code) and returns the mapped status

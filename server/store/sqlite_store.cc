@@ -2,8 +2,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <filesystem>
 #include <array>
 #include <type_traits>
 #include <utility>
@@ -12,12 +18,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "server/store/migrations.h"
 #include "server/store/sqlite_db.h"
 
 namespace medprof::server {
 namespace {
+
+const Logger kStoreLog("store");
 
 constexpr std::array<absl::string_view, 17> kTables = {
     "schema_version", "agents",    "agent_devices", "agent_labels", "studies",     "jobs",   "runs",
@@ -819,6 +828,78 @@ absl::StatusOr<std::string> PragmaText(Db& db, std::string_view pragma) {
   return row ? st->Text(0) : std::string();
 }
 
+// Start-up: the database file must be writable and its -wal and -shm files writable or
+// creatable (a read-only file would open, then refuse every write). Checked on the file system
+// first, for a message naming the file; then by a write transaction that is rolled back,
+// which catches what access(2) cannot see (read-only mounts, a -wal that is a directory).
+absl::Status CheckWritableFiles(const std::string& path) {
+  const std::filesystem::path db = std::filesystem::absolute(path);
+  const std::string dir = db.parent_path().string();
+  for (const std::string& file : {db.string(), db.string() + "-wal", db.string() + "-shm"}) {
+    struct stat st {};
+    if (stat(file.c_str(), &st) != 0) {
+      if (access(dir.c_str(), W_OK | X_OK) != 0) {
+        return absl::FailedPreconditionError(absl::StrCat(file, " cannot be created: directory ", dir,
+                                                          " is not writable (", std::strerror(errno), ")"));
+      }
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(file, " is not a regular file"));
+    if (access(file.c_str(), R_OK | W_OK) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(file, " is not writable (", std::strerror(errno), "); the server writes it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProbeWrite(Db& db) {
+  if (sqlite3_db_readonly(db.handle(), "main") == 1) {
+    return absl::FailedPreconditionError("SQLite opened the database read-only (file or file system read-only)");
+  }
+  MEDPROF_ASSIGN_OR_RETURN(std::string version, PragmaText(db, "PRAGMA user_version"));
+  MEDPROF_RETURN_IF_ERROR(db.ExecScript("BEGIN IMMEDIATE"));
+  absl::Status s = db.ExecScript(absl::StrCat("PRAGMA user_version = ", version.empty() ? "0" : version));
+  (void)db.ExecScript("ROLLBACK");
+  return Annotate(s, "a test write (rolled back) failed");
+}
+
+// Runs `fn` in one transaction on `db`: BEGIN IMMEDIATE for writes (the write lock up front),
+// BEGIN DEFERRED for reads (a snapshot at the first read; writes refused). Commits when `fn`
+// returns OK, rolls back otherwise.
+absl::Status RunTransaction(Db& db, bool write, absl::FunctionRef<absl::Status(StoreTx&)> fn) {
+  auto exec = [&](std::string_view sql) -> absl::Status {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db.Prepare(sql));
+    return st->Run();
+  };
+  MEDPROF_RETURN_IF_ERROR(exec(write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED"));
+  db.write_allowed = write;
+  SqliteTx tx(db);
+  absl::Status s = fn(tx);
+  db.write_allowed = true;
+  if (s.ok()) s = exec("COMMIT");
+  if (!s.ok()) {
+    // The transaction may already be gone (SQLite rolls back by itself after some errors).
+    if (sqlite3_get_autocommit(db.handle()) == 0) (void)exec("ROLLBACK");
+  }
+  return s;
+}
+
+// A reader connection: the same file, read-only by pragma, the same busy timeout.
+absl::StatusOr<std::unique_ptr<Db>> OpenReader(const SqliteStoreOptions& options) {
+  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<Db> db, Db::Open(options.path));
+  MEDPROF_SQLITE_CALL(db->handle(), sqlite3_busy_timeout(db->handle(), options.busy_timeout_ms));
+  MEDPROF_RETURN_IF_ERROR(db->ExecScript("PRAGMA query_only = ON"));
+  return db;
+}
+
+// Start-up errors ask the operator to fix something: FAILED_PRECONDITION, with the context.
+absl::Status StartupError(const absl::Status& s, const std::string& context) {
+  const absl::StatusCode code =
+      s.code() == absl::StatusCode::kUnavailable ? absl::StatusCode::kFailedPrecondition : s.code();
+  return absl::Status(code, absl::StrCat(context, ": ", s.message()));
+}
+
 }  // namespace
 
 absl::StatusOr<Synchronous> ParseSynchronous(std::string_view text) {
@@ -830,13 +911,20 @@ absl::StatusOr<Synchronous> ParseSynchronous(std::string_view text) {
 
 absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteStoreOptions& options) {
   if (options.path.empty()) return absl::InvalidArgumentError("db path: required (a file, or :memory:)");
+  if (options.max_readers < 1 || options.max_readers > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_readers: ", options.max_readers, " is out of range (allowed 1..64)"));
+  }
   if (options.busy_timeout_ms < 0 || options.busy_timeout_ms > 600000) {
     return absl::InvalidArgumentError(
         absl::StrCat("busy_timeout_ms: ", options.busy_timeout_ms, " is out of range (allowed 0..600000)"));
   }
   const std::string context = absl::StrCat("opening database ", options.path);
+  if (options.path != ":memory:") {
+    if (absl::Status s = CheckWritableFiles(options.path); !s.ok()) return StartupError(s, context);
+  }
   auto db_or = Db::Open(options.path);
-  if (!db_or.ok()) return Annotate(db_or.status(), context);
+  if (!db_or.ok()) return StartupError(db_or.status(), context);
   std::unique_ptr<Db> db = std::move(db_or).value();
 
   absl::Status s = [&]() -> absl::Status {
@@ -845,39 +933,105 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(const SqliteStore
     return db->ExecScript(options.synchronous == Synchronous::kFull ? "PRAGMA synchronous = FULL"
                                                                       : "PRAGMA synchronous = NORMAL");
   }();
-  if (!s.ok()) return Annotate(s, context);
+  if (!s.ok()) return StartupError(s, context);
   auto mode = PragmaText(*db, "PRAGMA journal_mode = WAL");
-  if (!mode.ok()) return Annotate(mode.status(), context);
+  if (!mode.ok()) return StartupError(mode.status(), context);
+  if (*mode == "wal") {
+    // The checkpoint thread does it (see the header): no commit pays for a checkpoint.
+    if (absl::Status c = db->ExecScript("PRAGMA wal_autocheckpoint = 0"); !c.ok()) return StartupError(c, context);
+  }
   auto version = Migrate(*db, options.schema_version, Clock::Real()->NowUnixMs());
-  if (!version.ok()) return Annotate(version.status(), context);
-  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(db), *version, *mode));
+  if (!version.ok()) return StartupError(version.status(), context);
+  if (absl::Status w = ProbeWrite(*db); !w.ok()) return StartupError(w, context);
+  return std::unique_ptr<SqliteStore>(new SqliteStore(std::move(db), *version, *mode, options));
 }
 
-SqliteStore::SqliteStore(std::unique_ptr<Db> db, int schema_version, std::string journal_mode)
-    : db_(std::move(db)), schema_version_(schema_version), journal_mode_(std::move(journal_mode)) {}
+SqliteStore::SqliteStore(std::unique_ptr<Db> db, int schema_version, std::string journal_mode,
+                         SqliteStoreOptions options)
+    : options_(std::move(options)),
+      db_(std::move(db)),
+      schema_version_(schema_version),
+      journal_mode_(std::move(journal_mode)) {
+  if (options_.path != ":memory:") checkpointer_ = std::thread([this] { CheckpointLoop(); });
+}
 
-SqliteStore::~SqliteStore() = default;
-
-absl::Status SqliteStore::Write(absl::FunctionRef<absl::Status(StoreTx&)> fn) { return Transact(true, fn); }
-absl::Status SqliteStore::Read(absl::FunctionRef<absl::Status(StoreTx&)> fn) { return Transact(false, fn); }
-
-absl::Status SqliteStore::Transact(bool write, absl::FunctionRef<absl::Status(StoreTx&)> fn) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto exec = [&](std::string_view sql) -> absl::Status {
-    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_->Prepare(sql));
-    return st->Run();
-  };
-  MEDPROF_RETURN_IF_ERROR(exec(write ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED"));
-  db_->write_allowed = write;
-  SqliteTx tx(*db_);
-  absl::Status s = fn(tx);
-  db_->write_allowed = true;
-  if (s.ok()) s = exec("COMMIT");
-  if (!s.ok()) {
-    // The transaction may already be gone (SQLite rolls back by itself after some errors).
-    if (sqlite3_get_autocommit(db_->handle()) == 0) (void)exec("ROLLBACK");
+SqliteStore::~SqliteStore() {
+  {
+    std::lock_guard<std::mutex> lock(checkpoint_mu_);
+    stop_ = true;
   }
+  checkpoint_cv_.notify_all();
+  if (checkpointer_.joinable()) checkpointer_.join();
+}
+
+void SqliteStore::CheckpointLoop() {
+  absl::StatusOr<std::unique_ptr<Db>> db = Db::Open(options_.path);
+  if (!db.ok()) {
+    kStoreLog.Error("checkpoint connection: {} (the WAL is checkpointed at close only)", db.status().ToString());
+    return;
+  }
+  std::unique_lock<std::mutex> lock(checkpoint_mu_);
+  while (!checkpoint_cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
+    lock.unlock();
+    // PASSIVE: copies what no reader still needs, never waits for readers or the writer.
+    const int rc = sqlite3_wal_checkpoint_v2((*db)->handle(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+    if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+      kStoreLog.Warn("WAL checkpoint: {}", SqliteError((*db)->handle(), rc, "sqlite3_wal_checkpoint_v2").ToString());
+    }
+    lock.lock();
+  }
+}
+
+absl::Status SqliteStore::Write(absl::FunctionRef<absl::Status(StoreTx&)> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return RunTransaction(*db_, true, fn);
+}
+
+absl::Status SqliteStore::Read(absl::FunctionRef<absl::Status(StoreTx&)> fn) {
+  if (options_.path == ":memory:") {
+    std::lock_guard<std::mutex> lock(mu_);
+    return RunTransaction(*db_, false, fn);
+  }
+  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<Db> reader, TakeReader());
+  absl::Status s = RunTransaction(*reader, false, fn);
+  ReturnReader(std::move(reader));
   return s;
+}
+
+absl::StatusOr<std::unique_ptr<Db>> SqliteStore::TakeReader() {
+  std::unique_lock<std::mutex> lock(pool_mu_);
+  pool_cv_.wait(lock, [this] { return !idle_readers_.empty() || readers_open_ < options_.max_readers; });
+  if (!idle_readers_.empty()) {
+    std::unique_ptr<Db> reader = std::move(idle_readers_.back());
+    idle_readers_.pop_back();
+    return reader;
+  }
+  ++readers_open_;  // reserved before opening, so the pool never exceeds max_readers
+  lock.unlock();
+  absl::StatusOr<std::unique_ptr<Db>> reader = OpenReader(options_);
+  if (!reader.ok()) {
+    lock.lock();
+    --readers_open_;
+    pool_cv_.notify_one();
+  }
+  return reader;
+}
+
+void SqliteStore::ReturnReader(std::unique_ptr<Db> reader) {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (sqlite3_get_autocommit(reader->handle()) != 0) {
+      idle_readers_.push_back(std::move(reader));
+    } else {
+      --readers_open_;  // left inside a transaction it could not end: closed, not reused
+    }
+  }
+  pool_cv_.notify_one();
+}
+
+int SqliteStore::readers_opened() const {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  return readers_open_;
 }
 
 }  // namespace medprof::server

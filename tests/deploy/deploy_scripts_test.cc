@@ -67,7 +67,8 @@ TEST_P(SlurmScriptTest, SigtermToTheBatchShellDrainsTheAgentAndExitsZero) {
   // What a user keeps in $HOME/.medprof: the env file, the token (0600) and the CA; the image.
   const std::string home = dir + "/home";
   fs::create_directories(home + "/.medprof");
-  WriteText(home + "/.medprof/agent.token", "test-agent-token-0123456789\n", 0600);
+  // A token of the documented shape (the agent refuses any other before dialling).
+  WriteText(home + "/.medprof/agent.token", "mpt_0123456789ab_7e57aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", 0600);
   fs::copy_file(TlsDir() + "/ca.crt", home + "/.medprof/ca.crt");
   WriteText(dir + "/medprof.sif", "not really an image\n");
   const std::string agent_name = "slurm-" + site;
@@ -110,7 +111,7 @@ TEST_P(SlurmScriptTest, SigtermToTheBatchShellDrainsTheAgentAndExitsZero) {
   EXPECT_THAT(call, HasSubstr(absl::StrCat("--token-file ", home, "/.medprof/agent.token")));
   EXPECT_THAT(call, HasSubstr(absl::StrCat("--work-dir ", dir, "/node-local/agent")));
   EXPECT_THAT(call, HasSubstr("--drain-timeout-s 90"));
-  EXPECT_THAT(call, ::testing::Not(HasSubstr("test-agent-token")));  // the token never on a command line
+  EXPECT_THAT(call, ::testing::Not(HasSubstr("mpt_0123456789ab")));  // the token never on a command line
 
   // Slurm's --signal=B:TERM: the batch shell alone gets it (not its process group).
   ASSERT_EQ(::kill((*batch)->pid(), SIGTERM), 0);

@@ -127,19 +127,20 @@ TEST(OptionsTest, TlsCaMustBeAReadablePemFile) {
   AgentOptions not_pem = Parse({"--work-dir", "/tmp/w", "--server", "m.example.org:443", "--tls-ca", junk});
   EXPECT_THAT(ValidateOptions(&not_pem, FakeEnv({})),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("holds no PEM certificate")));
-  const std::string pem =
+  const std::string garbled =
       WriteTemp("ca.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+  AgentOptions bad = Parse({"--work-dir", "/tmp/w", "--server", "m.example.org:443", "--tls-ca", garbled});
+  EXPECT_THAT(ValidateOptions(&bad, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls-ca " + garbled + ": holds no PEM certificate")));
+  const std::string pem = std::string(MEDPROF_AGENT_TESTDATA) + "/tls/ca.crt";
   AgentOptions good = Parse({"--work-dir", "/tmp/w", "--server", "m.example.org:443", "--tls-ca", pem});
   EXPECT_THAT(ValidateOptions(&good, FakeEnv({})), IsOk());
 }
 
 TEST(OptionsTest, ClientCertificatesComeAsAPairWithTls) {
-  const std::string ca =
-      WriteTemp("ca2.pem", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
-  const std::string cert =
-      WriteTemp("client.pem", "-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n");
-  const std::string key =
-      WriteTemp("client.key", "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n");
+  const std::string ca = std::string(MEDPROF_AGENT_TESTDATA) + "/tls/ca.crt";
+  const std::string cert = std::string(MEDPROF_AGENT_TESTDATA) + "/tls/client.crt";
+  const std::string key = std::string(MEDPROF_AGENT_TESTDATA) + "/tls/client.key";
   AgentOptions only_cert =
       Parse({"--work-dir", "/w", "--server", "m.example.org:443", "--tls-ca", ca, "--tls-cert", cert});
   EXPECT_THAT(ValidateOptions(&only_cert, FakeEnv({})),
@@ -153,6 +154,11 @@ TEST(OptionsTest, ClientCertificatesComeAsAPairWithTls) {
   EXPECT_THAT(ValidateOptions(&swapped, FakeEnv({})),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("--tls-key: " + cert + " holds no PEM private key")));
+  // A key of another certificate: refused before the agent dials (it would fail every handshake).
+  AgentOptions mismatched = Parse({"--work-dir", "/w", "--server", "m.example.org:443", "--tls-ca", ca,
+                                   "--tls-cert", cert, "--tls-key", std::string(MEDPROF_AGENT_TESTDATA) + "/tls/server.key"});
+  EXPECT_THAT(ValidateOptions(&mismatched, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("server.key: does not match the certificate")));
   AgentOptions good = Parse({"--work-dir", "/w", "--server", "m.example.org:443", "--tls-ca", ca,
                              "--tls-cert", cert, "--tls-key", key});
   EXPECT_THAT(ValidateOptions(&good, FakeEnv({})), IsOk());
@@ -223,6 +229,15 @@ TEST(OptionsTest, RangesAreEnforced) {
   AgentOptions jobs = Parse({"--work-dir", "/w", "--server", "127.0.0.1:1", "--max-jobs", "-1"});
   EXPECT_THAT(ValidateOptions(&jobs, FakeEnv({})),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max-jobs: -1 is out of range")));
+  // Issue 22 item 10: an explicit 0 is out of the documented range too (unset = one per device).
+  AgentOptions zero = Parse({"--work-dir", "/w", "--server", "127.0.0.1:1", "--max-jobs", "0"});
+  EXPECT_THAT(ValidateOptions(&zero, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--max-jobs: 0 is out of range (allowed 1..number of devices, at most 64; "
+                                 "leave it out for one job per device)")));
+  AgentOptions unset = Parse({"--work-dir", "/w", "--server", "127.0.0.1:1"});
+  EXPECT_THAT(ValidateOptions(&unset, FakeEnv({})), IsOk());
+  EXPECT_EQ(unset.max_jobs, 0);
   AgentOptions level = Parse({"--work-dir", "/w", "--server", "127.0.0.1:1", "--log-level", "loud"});
   EXPECT_THAT(ValidateOptions(&level, FakeEnv({})),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -246,19 +261,22 @@ TEST(OptionsTest, MaxJobsIsCheckedAgainstTheDevices) {
 }
 
 TEST(OptionsTest, TokenComesFromAFileOrTheEnvironment) {
+  const std::string env_token = "mpt_0123456789ab_cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+  const std::string file_token = "mpt_ba9876543210_dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd";
   AgentOptions o;
   EXPECT_EQ(*LoadToken(o, FakeEnv({})), "");
-  EXPECT_EQ(*LoadToken(o, FakeEnv({{"MEDPROF_TOKEN", "  env-token\n"}})), "env-token");
-  o.token_file = WriteTemp("token", "file-token\nsecond line ignored\n");
-  EXPECT_EQ(*LoadToken(o, FakeEnv({{"MEDPROF_TOKEN", "env-token"}})), "file-token");
+  EXPECT_EQ(*LoadToken(o, FakeEnv({{"MEDPROF_TOKEN", "  " + env_token + "\n"}})), env_token);
+  o.token_file = WriteTemp("token", file_token + "\nsecond line ignored\n");
+  EXPECT_EQ(*LoadToken(o, FakeEnv({{"MEDPROF_TOKEN", env_token}})), file_token);
   o.token_file = WriteTemp("empty-token", "\n");
-  EXPECT_THAT(LoadToken(o, FakeEnv({})), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is empty")));
+  EXPECT_THAT(LoadToken(o, FakeEnv({})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("holds no token on its first line")));
   o.token_file = "/nonexistent/token";
   EXPECT_THAT(LoadToken(o, FakeEnv({})),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--token-file: opening")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--token-file /nonexistent/token: cannot read")));
   o.token_file.clear();
   EXPECT_THAT(LoadToken(o, FakeEnv({{"MEDPROF_TOKEN", "a b"}})),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("space or control character")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("MEDPROF_TOKEN: byte 2 is a space")));
 }
 
 TEST(OptionsTest, PrintInventoryNeedsNoServerOrWorkDir) {

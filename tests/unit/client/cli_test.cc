@@ -235,11 +235,12 @@ TEST(CliGlobal, BadAddressesNameTheirSource) {
 }
 
 TEST(CliGlobal, TimeoutTlsAndToken) {
-  auto c = Parse({"--timeout-s", "12", "--tls-ca", "/etc/ca.pem", "agents"}, {{"MEDPROF_TOKEN", "s3cret"}});
+  const std::string secret = "mpt_0123456789ab_cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+  auto c = Parse({"--timeout-s", "12", "--tls-ca", "/etc/ca.pem", "agents"}, {{"MEDPROF_TOKEN", secret}});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->connection.timeout_s, 12);
   EXPECT_EQ(c->connection.tls_ca_file, "/etc/ca.pem");
-  EXPECT_EQ(c->connection.token, "s3cret");
+  EXPECT_EQ(c->connection.token, secret);
 
   c = Parse({"agents"}, {{"MEDPROF_TOKEN_FILE", "/run/token"}});
   ASSERT_TRUE(c.ok());

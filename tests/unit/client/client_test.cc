@@ -80,18 +80,21 @@ TEST(Connect, LocalFilesAreCheckedBeforeAnyCall) {
   o.server = "127.0.0.1:7000";
   o.tls_ca_file = "/nonexistent/ca.pem";
   EXPECT_THAT(MedprofClient::Connect(o),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls-ca: cannot read '/nonexistent/ca.pem'")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--tls-ca /nonexistent/ca.pem: cannot open")));
 
   o.tls_ca_file = TempFile("not_a_cert.pem", "hello\n");
   EXPECT_THAT(MedprofClient::Connect(o),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("holds no PEM certificate")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a PEM file")));
 
   o.tls_ca_file.clear();
   o.token_file = TempFile("empty_token", "\n\n");
   EXPECT_THAT(MedprofClient::Connect(o),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("holds no token on its first line")));
 
-  o.token_file = TempFile("token", "  abc123  \nsecond line\n");
+  o.token_file = TempFile("bad_token", "  abc123  \nsecond line\n");
+  EXPECT_THAT(MedprofClient::Connect(o),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bad_token: no mpt_ prefix")));
+  o.token_file = TempFile("token", "  mpt_0123456789ab_cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc  \nsecond line\n");
   auto c = MedprofClient::Connect(o);
   ASSERT_THAT(c, IsOk());
   EXPECT_EQ((*c)->server(), "127.0.0.1:7000");

@@ -3,6 +3,8 @@
 // by the integration tests; here the responses are fixed so every output can be checked exactly.
 #include "client/commands.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <fstream>
 #include <memory>
@@ -363,12 +365,16 @@ TEST_F(CliTest, WatchUnknownStudyIsAServerError) {
   EXPECT_EQ(err_.str(), "medprof: server " + address_ + ": GetStudy failed (NOT_FOUND): study st-404 not found\n");
 }
 
-TEST_F(CliTest, ServerRefusalExits2WithCodeAndMessage) {
+// Issue 22 item 10: a field the server refuses (a target selector) exits 1 like every field
+// error the CLI finds itself; other server refusals exit 2.
+TEST_F(CliTest, ServerFieldRefusalExits1AndOtherRefusalsExit2) {
   service_.submit_status = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "targets: 'gpu=' has an empty value");
-  EXPECT_EQ(Run({"--server", address_, "submit", "--presets", "baseline", "--target", "gpu="}), kExitServer);
+  EXPECT_EQ(Run({"--server", address_, "submit", "--presets", "baseline", "--target", "gpu="}), kExitUsage);
   EXPECT_EQ(err_.str(), "medprof: server " + address_ +
                             ": SubmitStudy failed (INVALID_ARGUMENT): targets: 'gpu=' has an empty value\n");
   EXPECT_EQ(out_.str(), "");
+  service_.submit_status = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "limit submissions_per_token_per_minute");
+  EXPECT_EQ(Run({"--server", address_, "submit", "--presets", "baseline"}), kExitServer);
 }
 
 TEST_F(CliTest, UnreachableServerExits2) {
@@ -383,12 +389,43 @@ TEST_F(CliTest, ServerComesFromTheEnvironmentAndTheFlagWins) {
 }
 
 TEST_F(CliTest, TokenTravelsAsBearerMetadata) {
-  EXPECT_EQ(Run({"--server", address_, "agents"}, {{"MEDPROF_TOKEN", "t0k3n"}}), kExitOk);
-  EXPECT_EQ(service_.last_authorization, "Bearer t0k3n");
+  const std::string env_token = "mpt_0123456789ab_cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+  const std::string file_token = "mpt_ba9876543210_dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd";
+  EXPECT_EQ(Run({"--server", address_, "agents"}, {{"MEDPROF_TOKEN", env_token}}), kExitOk);
+  EXPECT_EQ(service_.last_authorization, "Bearer " + env_token);
   const std::string path = ::testing::TempDir() + "/medprof_token";
-  std::ofstream(path) << "from-file\n";
+  std::ofstream(path) << file_token << "\n";
+  ::chmod(path.c_str(), 0600);
   EXPECT_EQ(Run({"--server", address_, "agents"}, {{"MEDPROF_TOKEN_FILE", path}}), kExitOk);
-  EXPECT_EQ(service_.last_authorization, "Bearer from-file");
+  EXPECT_EQ(service_.last_authorization, "Bearer " + file_token);
+  EXPECT_EQ(err_.str().find("readable by"), std::string::npos) << err_.str();
+}
+
+// Issue 22 cases 5 and 8 and the token-file part of 10: a malformed token is refused before any
+// call (no abort), refusals never show the secret, a token file others may read is named.
+TEST_F(CliTest, TokensAreCheckedAndNeverShown) {
+  const std::string secret = "mpt_0123456789ab_cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc";
+  EXPECT_EQ(Run({"--server", address_, "agents"}, {{"MEDPROF_TOKEN", "mpt_x\x01"}}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("MEDPROF_TOKEN: byte 6 is a control character (expected mpt_<12 hex>_<64 hex>)"));
+  EXPECT_EQ(Run({"--server", address_, "agents"}, {{"MEDPROF_TOKEN", "mpt_\xc3\xa9"}}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("MEDPROF_TOKEN: byte 5 is not ASCII"));
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--server", address_, "--token", secret, "agents"},
+        std::vector<std::string>{"--server", address_, "--token=" + secret, "agents"},
+        std::vector<std::string>{"--server", address_, "agents", "--token", secret}}) {
+    err_.str("");
+    EXPECT_EQ(Run(args, {}), kExitUsage);
+    EXPECT_THAT(err_.str(), HasSubstr("--token: tokens are not taken on the command line"));
+    EXPECT_EQ(err_.str().find(secret), std::string::npos) << err_.str();
+    EXPECT_EQ(err_.str().find("ccccc"), std::string::npos) << err_.str();
+  }
+  const std::string path = ::testing::TempDir() + "/medprof_token_shared";
+  std::ofstream(path) << secret << "\n";
+  ::chmod(path.c_str(), 0644);
+  err_.str("");
+  EXPECT_EQ(Run({"--server", address_, "agents"}, {{"MEDPROF_TOKEN_FILE", path}}), kExitOk);
+  EXPECT_THAT(err_.str(), HasSubstr("warning: token file " + path + " is readable by every user (mode 644); run: chmod 600"));
+  EXPECT_EQ(err_.str().find(secret), std::string::npos);
 }
 
 TEST_F(CliTest, ListingCommandsPrintTheServersAnswer) {
@@ -440,7 +477,7 @@ TEST_F(CliTest, UsageErrorsExit1BeforeAnyCall) {
             "medprof: --format: 'xml' is not a format of 'studies' (allowed: table|json|csv)\n"
             "Run 'medprof --help' (or 'medprof <command> --help') for usage.\n");
   EXPECT_EQ(Run({"--server", address_, "--tls-ca", "/nonexistent/ca.pem", "studies"}), kExitUsage);
-  EXPECT_THAT(err_.str(), HasSubstr("medprof: --tls-ca: cannot read '/nonexistent/ca.pem'"));
+  EXPECT_THAT(err_.str(), HasSubstr("medprof: --tls-ca /nonexistent/ca.pem: cannot open (No such file"));
   EXPECT_EQ(service_.last_authorization, "");
 }
 

@@ -5,12 +5,17 @@
 #include "common/ncu_csv.h"
 #include "common/kernel_aggregate.h"
 
+#include <sys/resource.h>
+
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <streambuf>
 #include <map>
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -344,6 +349,135 @@ TEST(NcuCsvRealExportTest, H200Opt1ForwardSummarizes) {
     EXPECT_FALSE(absl::StrContains(metric.name, "Domain")) << metric.name;
   }
   EXPECT_DOUBLE_EQ(At(m, k, "ncu.launch__registers_per_thread").value, 168);
+}
+
+}  // namespace
+}  // namespace medprof::ncu
+
+namespace medprof::ncu {
+namespace {
+
+// Issue 22 case 7: import-ncu streams. SummarizeNcuStream gives what ParseNcuCsv + SummarizeNcu
+// give (same kernels, metrics and refusals), holds one record at a time, and stops at the line
+// where the export can no longer fit one import request instead of reading everything first.
+
+absl::StatusOr<NcuRun> Whole(const std::string& text) {
+  auto t = ParseNcuCsv(text);
+  if (!t.ok()) return t.status();
+  return SummarizeNcu(*t);
+}
+
+absl::StatusOr<NcuRun> Streamed(const std::string& text, size_t max_request = 15 << 20) {
+  std::istringstream in(text);
+  return SummarizeNcuStream(in, size_t{1} << 30, max_request);
+}
+
+TEST(NcuCsvStreamTest, SameResultAsTheWholeText) {
+  for (const std::string& text :
+       {ReadTestData("tiny_raw.csv"), ReadTestData("h200_opt1_forward_raw.csv"),
+        std::string("\xEF\xBB\xBF\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\r\n"
+                    "\"0\",\"k, with \"\"comma\"\"\nand a line\",\"1,000\"\r\n\"1\",\"j\",\"3,000\"\r\n")}) {
+    auto whole = Whole(text);
+    auto streamed = Streamed(text);
+    ASSERT_THAT(whole.status(), IsOk());
+    ASSERT_THAT(streamed.status(), IsOk());
+    EXPECT_EQ(streamed->launches, whole->launches);
+    EXPECT_EQ(streamed->gpu_time_ns, whole->gpu_time_ns);
+    EXPECT_EQ(streamed->host, whole->host);
+    ASSERT_EQ(streamed->kernels.size(), whole->kernels.size());
+    for (size_t i = 0; i < whole->kernels.size(); ++i) {
+      EXPECT_EQ(streamed->kernels[i].name, whole->kernels[i].name);
+      EXPECT_EQ(streamed->kernels[i].total_ns, whole->kernels[i].total_ns);
+      EXPECT_EQ(streamed->kernels[i].grid, whole->kernels[i].grid);
+    }
+    ASSERT_EQ(streamed->metrics.size(), whole->metrics.size());
+    for (size_t i = 0; i < whole->metrics.size(); ++i) {
+      EXPECT_EQ(streamed->metrics[i].scope, whole->metrics[i].scope);
+      EXPECT_EQ(streamed->metrics[i].name, whole->metrics[i].name);
+      EXPECT_DOUBLE_EQ(streamed->metrics[i].value, whole->metrics[i].value);
+    }
+    EXPECT_EQ(streamed->warnings, whole->warnings);
+  }
+}
+
+TEST(NcuCsvStreamTest, SameRefusals) {
+  for (const std::string& text :
+       {std::string(""), std::string("\"ID\",\"Kernel Name\",\"x\"\n\"0\",\"k\"\n"),
+        std::string("\"ID\",\"Kernel Name\"\n\"0\",\"never closed\n"),
+        std::string("\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"0\",\"k\",\"5\"\n\"1\",\"k\",\"n/a\"\n"),
+        std::string("\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"\",\"\",\"nsecond\"\n"),
+        std::string("\"ID\",\"Kernel Name\",\"Section Name\",\"Metric Name\",\"Metric Unit\",\"Metric Value\"\n")}) {
+    auto whole = Whole(text);
+    auto streamed = Streamed(text);
+    ASSERT_FALSE(whole.ok()) << text;
+    EXPECT_THAT(streamed.status(), StatusIs(absl::StatusCode::kInvalidArgument, std::string(whole.status().message())))
+        << text;
+  }
+}
+
+// An export made row by row as it is read, counting the bytes handed out.
+class GeneratedExport : public std::streambuf {
+ public:
+  GeneratedExport(std::string header, size_t rows, std::function<std::string(size_t)> row)
+      : header_(std::move(header)), rows_(rows), row_(std::move(row)) {}
+  size_t produced() const { return produced_; }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    if (next_ > rows_) return traits_type::eof();
+    buf_ = next_ == 0 ? header_ : row_(next_ - 1);
+    ++next_;
+    produced_ += buf_.size();
+    setg(buf_.data(), buf_.data(), buf_.data() + buf_.size());
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  std::string header_;
+  size_t rows_;
+  std::function<std::string(size_t)> row_;
+  size_t next_ = 0, produced_ = 0;
+  std::string buf_;
+};
+
+const char kHeader[] =
+    "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\",\"sm__cycles_elapsed.avg\",\"dram__bytes.sum\","
+    "\"lts__t_sector_hit_rate.pct\",\"smsp__inst_executed.sum\",\"unknown__metric_a.sum\"\n"
+    "\"\",\"\",\"nsecond\",\"cycle\",\"byte\",\"%\",\"inst\",\"\"\n";
+
+std::string Row(size_t i, const std::string& kernel) {
+  return absl::StrCat("\"", i, "\",\"", kernel, "\",\"", 1000 + i % 7, "\",\"", 5000 + i % 11, "\",\"", 4096 + i,
+                      "\",\"", 50 + i % 40, "\",\"", 100 + i, "\",\"", i, "\"\n");
+}
+
+TEST(NcuCsvStreamTest, StopsAtTheLineWhereTheExportNoLongerFitsOneRequest) {
+  // A kernel name per launch, 2 GB if read to the end: the stream stops after about 1 MiB.
+  GeneratedExport gen(kHeader, 20'000'000, [](size_t i) {
+    return Row(i, absl::StrCat("void distinct_kernel_", i, "<float, 128>(Params<float>)"));
+  });
+  std::istream in(&gen);
+  auto run = SummarizeNcuStream(in, size_t{4} << 30, size_t{1} << 20);
+  EXPECT_THAT(run.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("stopped here: the kernels and mapped metrics so far already need")));
+  EXPECT_LT(gen.produced(), size_t{8} << 20) << "read only up to the limit, not the whole export";
+}
+
+TEST(NcuCsvStreamTest, ALargeExportOfFewKernelsStreamsInBoundedMemory) {
+  constexpr size_t kRows = 300'000;  // ~19 MB of CSV
+  GeneratedExport gen(kHeader, kRows, [](size_t i) { return Row(i, absl::StrCat("kernel_", i % 3)); });
+  std::istream in(&gen);
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  auto run = SummarizeNcuStream(in, size_t{1} << 30, size_t{15} << 20);
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  ASSERT_THAT(run.status(), IsOk());
+  EXPECT_EQ(run->launches, static_cast<int64_t>(kRows));
+  EXPECT_EQ(run->kernels.size(), 3u);
+  EXPECT_GT(gen.produced(), size_t{15} << 20);
+  // The table of 300,000 launches would take hundreds of MB; the stream holds one record.
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 32 * 1024) << "peak RSS grew by KiB";
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 #include "server/store/sqlite_store.h"
 #include "server/store/migrations.h"
+#include "server/store/sqlite_db.h"
 
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <future>
 #include <filesystem>
 #include <string>
 
@@ -127,9 +130,9 @@ TEST(SqliteStore, MigratesAVersion1DatabaseAndKeepsItsData) {
       MEDPROF_RETURN_IF_ERROR(tx.InsertJob(MakeJob("job-1", "st-1")));
       return tx.InsertRun(MakeRun("run-1", "job-1", "st-1"));
     }), IsOk());
-    // Version 1 has no result tables.
+    // Version 1 has no result tables ("no such table: run_chunks" goes to the log, not to callers).
     EXPECT_THAT(v1->Read([](StoreTx& tx) { return tx.CountRows("run_chunks").status(); }),
-                StatusIs(absl::StatusCode::kInternal, HasSubstr("no such table: run_chunks")));
+                StatusIs(absl::StatusCode::kInternal, HasSubstr("internal database error: SQL logic error")));
   }
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
@@ -182,6 +185,111 @@ TEST(SqliteStore, MissingDirectoryNamesThePath) {
   o.path = "/nonexistent-medprof-dir/x.db";
   EXPECT_THAT(SqliteStore::Open(o), StatusIs(absl::StatusCode::kFailedPrecondition,
                                              HasSubstr("opening database /nonexistent-medprof-dir/x.db")));
+}
+
+// Read-only for this process even as root: chattr +i (root ignores mode bits), chmod 0444 else.
+bool MakeReadOnly(const std::string& path, bool read_only) {
+  if (geteuid() == 0) {
+    return std::system(absl::StrCat("chattr ", read_only ? "+i '" : "-i '", path, "'").c_str()) == 0;
+  }
+  std::filesystem::permissions(path, read_only ? std::filesystem::perms::owner_read
+                                               : std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  return true;
+}
+
+// Issue 22 case 4: a database the server could open but not write is refused at start-up, not
+// at the first submission.
+TEST(SqliteStore, RefusesAReadOnlyDatabaseAtOpen) {
+  TempDir dir;
+  const std::string path = dir.File("ro.db");
+  OpenOrDie(path).reset();
+  ASSERT_TRUE(MakeReadOnly(path, true));
+  SqliteStoreOptions o;
+  o.path = path;
+  EXPECT_THAT(SqliteStore::Open(o), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                             HasSubstr(absl::StrCat(path, " is not writable ("))));
+  ASSERT_TRUE(MakeReadOnly(path, false));
+}
+
+TEST(SqliteStore, RefusesAWalFileItCannotCreate) {
+  TempDir dir;
+  const std::string path = dir.File("nowal.db");
+  std::filesystem::create_directory(path + "-wal");
+  SqliteStoreOptions o;
+  o.path = path;
+  EXPECT_THAT(SqliteStore::Open(o), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                             HasSubstr(absl::StrCat(path, "-wal is not a regular file"))));
+}
+
+// Store errors reach clients with a code that says what to do and the cause, never SQL.
+TEST(SqliteError, MapsCodesAndKeepsStatementsOut) {
+  const std::string call = "sqlite3_step(INSERT INTO studies (seq, study_id) VALUES (?1, ?2))";
+  struct Case {
+    int rc;
+    absl::StatusCode code;
+    std::string cause;
+  };
+  for (const Case& c : {Case{SQLITE_READONLY, absl::StatusCode::kUnavailable,
+                             "database: the server cannot write its database: attempt to write a readonly database"},
+                        Case{SQLITE_IOERR_WRITE, absl::StatusCode::kUnavailable, "cannot write its database: disk I/O error"},
+                        Case{SQLITE_BUSY, absl::StatusCode::kUnavailable, "locked by another process"},
+                        Case{SQLITE_FULL, absl::StatusCode::kResourceExhausted, "the database or its disk is full"},
+                        Case{SQLITE_NOMEM, absl::StatusCode::kResourceExhausted, "out of memory"},
+                        Case{SQLITE_CORRUPT, absl::StatusCode::kInternal, "internal database error"},
+                        Case{SQLITE_ERROR, absl::StatusCode::kInternal, "internal database error: SQL logic error"}}) {
+    const absl::Status s = SqliteError(nullptr, c.rc, call);
+    EXPECT_THAT(s, StatusIs(c.code, HasSubstr(c.cause))) << c.rc;
+    EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr("INSERT"))) << c.rc;
+  }
+}
+
+// Issue 22 case 9: reads run on their own connections, beside a write in progress and beside
+// another read in progress (with one connection behind one mutex, both waited).
+TEST(SqliteStore, ReadsRunBesideAWriteAndBesideEachOther) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("concurrent.db"));
+  ASSERT_NE(store, nullptr);
+  ASSERT_THAT(store->Write([](StoreTx& tx) { return tx.InsertStudy(MakeStudy("st-1")); }), IsOk());
+
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  auto hold = [&](bool write) {
+    return std::async(std::launch::async, [&, write] {
+      auto body = [&](StoreTx& tx) -> absl::Status {
+        if (write) MEDPROF_RETURN_IF_ERROR(tx.InsertStudy(MakeStudy("st-2")));
+        entered.set_value();
+        released.wait();
+        return absl::OkStatus();
+      };
+      return write ? store->Write(body) : store->Read(body);
+    });
+  };
+  for (bool write : {true, false}) {
+    entered = std::promise<void>();
+    release = std::promise<void>();
+    released = release.get_future().share();
+    auto holder = hold(write);
+    entered.get_future().wait();
+    auto reader = std::async(std::launch::async, [&] { return Count(*store, "studies"); });
+    ASSERT_EQ(reader.wait_for(std::chrono::seconds(5)), std::future_status::ready)
+        << (write ? "a read waited behind a write" : "a read waited behind another read");
+    // During the write, its row is not visible yet; during the read, the committed rows are.
+    EXPECT_EQ(reader.get(), write ? 1 : 2);
+    release.set_value();
+    EXPECT_THAT(holder.get(), IsOk());
+  }
+  EXPECT_EQ(Count(*store, "studies"), 2) << "visible once committed";
+  EXPECT_GE(store->readers_opened(), 2);
+  EXPECT_LE(store->readers_opened(), 32);
+}
+
+TEST(SqliteStore, ReaderConnectionsAreReadOnly) {
+  TempDir dir;
+  auto store = OpenOrDie(dir.File("ro-readers.db"));
+  ASSERT_NE(store, nullptr);
+  EXPECT_THAT(store->Read([](StoreTx& tx) { return tx.InsertStudy(MakeStudy("st-x")); }),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("write inside a read transaction")));
+  EXPECT_EQ(Count(*store, "studies"), 0);
 }
 
 TEST(SqliteStore, FailedWriteRollsBackEverything) {
