@@ -53,6 +53,9 @@ absl::Status CheckSignatures(const ImportRunRequest& r) {
     if (s.op().size() > kMaxKernelNameChars || s.shapes().size() > kMaxKernelNameChars || s.phase().size() > 64) {
       return Invalid(absl::StrCat(where, ": op and shapes at most ", kMaxKernelNameChars, " characters, phase 64"));
     }
+    MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(s.op(), where + ".op"));
+    MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(s.shapes(), where + ".shapes"));
+    MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(s.phase(), where + ".phase"));
     if (s.count() < 1 || s.total_ns() < 0 || s.min_ns() < 0 || s.max_ns() < s.min_ns() || s.grid_size() > 3 ||
         s.block_size() > 3 || s.dynamic_shared_bytes() < 0) {
       return Invalid(absl::StrCat(where, ": count >= 1, 0 <= min_ns <= max_ns, total_ns >= 0, grid and block at most "
