@@ -331,10 +331,13 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   submit->add_option("--depth", sf.depth, "volume depth override")->type_name("N");
   submit->add_option("--height", sf.height, "volume height override")->type_name("N");
   submit->add_option("--width", sf.width, "volume width override")->type_name("N");
-  submit->add_option("--steps", sf.steps, "measured steps (1..100000)")->type_name("N");
+  submit->add_option("--steps", sf.steps,
+                     "measured steps per run (1..100000, default 10); compare's interval of a median needs 5 or more")->type_name("N");
   submit->add_option("--warmup", sf.warmup, "warm-up steps (0..1000)")->type_name("N");
   submit->add_option("--phase", sf.phase, "train|forward|sample")->type_name("PHASE");
-  submit->add_option("--repeats", sf.repeats, "jobs per preset and target (1..100)")->type_name("N");
+  submit->add_option("--repeats", sf.repeats,
+                     "jobs per preset and target (1..100, default 1); 3 or more let compare's intervals include "
+                     "run-to-run variation (fewer: a note says the interval misses it)")->type_name("N");
   submit->add_option("--batch", sf.batch, "batch size (1..64)")->type_name("N");
   submit->add_option("--base-channels", sf.base_channels, "model base width (4..512)")->type_name("N");
   submit->add_option("--channel-mult", sf.channel_mult, "width multipliers per level, e.g. 1,2")->type_name("N,N..");

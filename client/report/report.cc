@@ -308,23 +308,35 @@ std::vector<ChartSpec> Charts(const ReportInput& in) {
 
 std::string Opt(double v, const char* fmt) { return absl::StrFormat(fmt, v); }
 
+// "2.20 - 2.80", "0.49 - 1.45 <span class="ns">not significant</span>", or "-" (the reference cell,
+// or a server without intervals).
+std::string SpeedupCiCell(const v1::CompareCell& c) {
+  if (!c.has_speedup_ci()) return "-";
+  const v1::SpeedupInterval& i = c.speedup_ci();
+  return absl::StrCat(absl::StrFormat("%.2f - %.2f", i.lo(), i.hi()),
+                      i.significant() ? "" : " <span class=\"ns\">not significant</span>");
+}
+
 std::string CompareTable(const ReportInput& in) {
   std::string out =
       "<table id=\"compare-table\" class=\"data\">\n<thead><tr><th>GPU</th><th>preset</th><th>phase</th><th>runs</th>"
-      "<th>steps</th><th>median ms</th><th>p10-p90 ms</th><th>speedup</th><th>source</th><th>notes</th></tr></thead>\n"
-      "<tbody>\n";
+      "<th>steps</th><th>median ms</th><th>95% CI ms</th><th>p10-p90 ms</th><th>speedup</th><th>95% CI</th>"
+      "<th>source</th><th>notes</th></tr></thead>\n<tbody>\n";
   for (const v1::CompareCell& c : in.compare.cells()) {
     std::vector<std::string> notes(c.notes().begin(), c.notes().end());
     absl::StrAppend(&out, "<tr data-gpu=\"", E(c.gpu()), "\" data-preset=\"", E(c.preset()), "\"><td>", E(c.gpu()),
                     "</td><td>", E(c.preset()), "</td><td>", E(config::PhaseName(c.phase())), "</td><td class=\"num\">",
                     c.n(), "</td><td class=\"num\">", c.steps(), "</td><td class=\"num\">",
-                    Opt(c.step_ms_median(), "%.4g"), "</td><td class=\"num\">", Opt(c.step_ms_p10(), "%.4g"), " - ",
-                    Opt(c.step_ms_p90(), "%.4g"), "</td><td class=\"num\">",
-                    c.has_baseline() ? Opt(c.speedup_vs_baseline(), "%.2fx") : "-", "</td><td>", E(c.time_source()),
-                    "</td><td>", E(absl::StrJoin(notes, "; ")), "</td></tr>\n");
+                    Opt(c.step_ms_median(), "%.4g"), "</td><td class=\"num\">",
+                    c.interval_method().empty() ? std::string("-")
+                                                : absl::StrFormat("%.4g - %.4g", c.step_ms_ci_lo(), c.step_ms_ci_hi()),
+                    "</td><td class=\"num\">", Opt(c.step_ms_p10(), "%.4g"), " - ", Opt(c.step_ms_p90(), "%.4g"),
+                    "</td><td class=\"num\">", c.has_baseline() ? Opt(c.speedup_vs_baseline(), "%.2fx") : "-",
+                    "</td><td class=\"num\">", SpeedupCiCell(c), "</td><td>", E(c.time_source()), "</td><td>",
+                    E(absl::StrJoin(notes, "; ")), "</td></tr>\n");
   }
   if (in.compare.cells().empty()) {
-    absl::StrAppend(&out, "<tr><td colspan=\"10\">",
+    absl::StrAppend(&out, "<tr><td colspan=\"12\">",
                     in.compare_error.empty() ? "no succeeded run with measured steps yet"
                                              : E(absl::StrCat("compare failed: ", in.compare_error)),
                     "</td></tr>\n");
@@ -469,6 +481,7 @@ table.data { border-collapse: collapse; font-size: 0.85em; margin: 8px 0; }
 table.data th, table.data td { border: 1px solid #ddd; padding: 3px 6px; vertical-align: top; }
 table.data th { background: #f3f3f3; text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: #999; } code { font-size: 0.95em; word-break: break-all; }
+.ns { color: #a0522d; font-style: italic; white-space: nowrap; }
 )css";
 
 // Legend hover highlights a series; marks the document as rendered for tests and readers.
@@ -590,7 +603,10 @@ std::string RenderHtmlReport(const ReportInput& in) {
   absl::StrAppend(&out, "</section>\n");
 
   absl::StrAppend(&out, "<section id=\"compare\">\n<h2>Cells (GPU x preset x phase)</h2>\n", CompareTable(in),
-                  "</section>\n");
+                  "<p class=\"meta\" id=\"interval-legend\">95% CI: bootstrap interval of the median (runs "
+                  "resampled first, then their steps; one run: steps only). A speedup whose interval holds 1.00 is "
+                  "<span class=\"ns\">not significant</span>: the difference may be noise. Fewer than 3 runs or 5 "
+                  "steps per cell: see the cell's notes.</p>\n</section>\n");
   absl::StrAppend(&out, "<section id=\"figures\">\n<h2>Figures</h2>\n");
   for (const ChartSpec& c : Charts(in)) absl::StrAppend(&out, RenderChart(c));
   absl::StrAppend(&out, "</section>\n");

@@ -18,6 +18,7 @@
 #include "common/workload_config.h"
 #include "server/domain/cell_metrics.h"
 #include "server/domain/codec.h"
+#include "server/domain/intervals.h"
 
 namespace medprof::server {
 namespace {
@@ -46,7 +47,8 @@ struct KernelAcc {
 
 struct CellAcc {
   int n = 0;
-  std::vector<double> step_ms;
+  std::vector<double> step_ms;                 // pooled over the runs
+  std::vector<std::vector<double>> run_steps;  // the same steps, per run (for the bootstrap)
   std::map<std::string, double> kernel_ns;
   std::map<std::string, double> op_ns;
   std::vector<std::string> notes;
@@ -141,6 +143,27 @@ absl::StatusOr<std::string> ResolveGpu(const std::string& wanted, const std::set
   }
   return absl::InvalidArgumentError(absl::StrCat("baseline_gpu: '", wanted.substr(0, 64), "' matches several GPUs (",
                                                  absl::StrJoin(hits, ", "), "): give the full name"));
+}
+
+// The cell's seed key: the same cell draws the same resamples in every query.
+std::string CellSeedKey(const CellKey& key) { return absl::StrCat(key.gpu, "|", key.phase, "|", key.preset); }
+
+// Fewer than 3 runs or 5 steps: the interval exists but should not be trusted far.
+void AddSampleNotes(int runs, int steps, std::vector<std::string>& notes) {
+  if (runs < 3) {
+    AddNote(notes, absl::StrCat(runs, runs == 1 ? " run" : " runs",
+                                " (< 3): the interval misses run-to-run variation; submit --repeats 3 or more"));
+  }
+  if (steps < 5) {
+    AddNote(notes, absl::StrCat(steps, steps == 1 ? " measured step" : " measured steps",
+                                " (< 5): too few for a usable interval; use --steps 5 or more"));
+  }
+}
+
+// base / cell from the two cells' bootstrap replicates; significant when 1.0 lies outside.
+SpeedupInterval SpeedupCi(const std::vector<double>& base, const std::vector<double>& cell) {
+  const Interval i = PercentileInterval(RatioReplicates(base, cell));
+  return SpeedupInterval{i.lo, i.hi, !i.Contains(1.0)};
 }
 
 }  // namespace
@@ -273,6 +296,7 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
         CellAcc& cell = cells[CellKey{gpu, phase, preset}];
         ++cell.n;
         cell.step_ms.insert(cell.step_ms.end(), ms.begin(), ms.end());
+        cell.run_steps.push_back(ms);
         for (const KernelRow& k : kernels) {
           const std::string cat =
               k.category.empty() ? std::string(taxonomy::CategoryName(taxonomy::ClassifyKernel(k.name, k.op)))
@@ -345,7 +369,11 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
   }
 
   std::map<CellKey, double> medians;
-  for (auto& [key, acc] : cells) medians[key] = Quantile(acc.step_ms, 0.5);
+  std::map<CellKey, std::vector<double>> replicates;
+  for (auto& [key, acc] : cells) {
+    medians[key] = Quantile(acc.step_ms, 0.5);
+    replicates[key] = BootstrapMedians(acc.run_steps, SeedOf(CellSeedKey(key)));
+  }
 
   // Metrics first (ratios need the baseline cell's values).
   std::map<CellKey, CellMetrics> metrics;
@@ -389,18 +417,27 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
     c.step_ms_median = medians[key];
     c.step_ms_p10 = Quantile(acc.step_ms, 0.1);
     c.step_ms_p90 = Quantile(acc.step_ms, 0.9);
-    auto base = medians.find(CellKey{key.gpu, key.phase, baseline});
+    const Interval ci = PercentileInterval(replicates[key]);
+    c.step_ms_ci_lo = ci.lo;
+    c.step_ms_ci_hi = ci.hi;
+    c.interval_method = acc.n > 1 ? "runs, then steps" : "steps of 1 run";
+    AddSampleNotes(acc.n, c.steps, acc.notes);
+    const CellKey base_key{key.gpu, key.phase, baseline};
+    auto base = medians.find(base_key);
     if (base != medians.end() && c.step_ms_median > 0) {
       c.has_baseline = true;
       c.speedup_vs_baseline = base->second / c.step_ms_median;
+      if (key.preset != baseline) c.speedup_ci = SpeedupCi(replicates[base_key], replicates[key]);
     } else {
       AddNote(acc.notes, absl::StrCat("no ", baseline, " cell on this GPU and phase: no speedup"));
     }
     if (!out.baseline_gpu.empty()) {
-      auto gbase = medians.find(CellKey{out.baseline_gpu, key.phase, key.preset});
+      const CellKey gbase_key{out.baseline_gpu, key.phase, key.preset};
+      auto gbase = medians.find(gbase_key);
       if (gbase != medians.end() && c.step_ms_median > 0) {
         c.has_gpu_baseline = true;
         c.speedup_vs_baseline_gpu = gbase->second / c.step_ms_median;
+        if (key.gpu != out.baseline_gpu) c.speedup_gpu_ci = SpeedupCi(replicates[gbase_key], replicates[key]);
       } else {
         AddNote(acc.notes, absl::StrCat("no ", out.baseline_gpu, " cell with this preset and phase: no cross-GPU speedup"));
       }

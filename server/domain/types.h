@@ -237,6 +237,13 @@ struct TopKernel {
   std::vector<FindingRow> findings;    // distinct (rule, finding), largest speedup first
 };
 
+// A speedup's 95 % bootstrap interval; significant = the interval excludes 1.0.
+struct SpeedupInterval {
+  double lo = 0;
+  double hi = 0;
+  bool significant = false;
+};
+
 struct CompareCell {
   std::string gpu;
   std::string preset;
@@ -257,6 +264,13 @@ struct CompareCell {
   std::string findings_note;           // "" when findings exist
   bool has_gpu_baseline = false;
   double speedup_vs_baseline_gpu = 0;  // baseline-GPU median / this median, same preset and phase
+  // 95 % bootstrap intervals (intervals.h). interval_method says how the median's was drawn:
+  // "runs, then steps" (n > 1) or "steps of 1 run".
+  double step_ms_ci_lo = 0;
+  double step_ms_ci_hi = 0;
+  std::string interval_method;
+  std::optional<SpeedupInterval> speedup_ci;      // unset for the baseline cell itself and without a baseline
+  std::optional<SpeedupInterval> speedup_gpu_ci;  // unset for the baseline GPU's own cells and without one
 };
 
 struct CompareResult {

@@ -23,6 +23,12 @@ v1::KernelFinding ToProto(const FindingRow& f) {
   return p;
 }
 
+void SetSpeedupInterval(const SpeedupInterval& i, v1::SpeedupInterval* p) {
+  p->set_lo(i.lo);
+  p->set_hi(i.hi);
+  p->set_significant(i.significant);
+}
+
 }  // namespace
 
 CompareRequest FromProto(const v1::CompareRequest& p) {
@@ -102,6 +108,11 @@ v1::CompareResponse ToProto(const CompareResult& r) {
     pc->set_findings_note(c.findings_note);
     pc->set_has_gpu_baseline(c.has_gpu_baseline);
     pc->set_speedup_vs_baseline_gpu(c.speedup_vs_baseline_gpu);
+    pc->set_step_ms_ci_lo(c.step_ms_ci_lo);
+    pc->set_step_ms_ci_hi(c.step_ms_ci_hi);
+    pc->set_interval_method(c.interval_method);
+    if (c.speedup_ci) SetSpeedupInterval(*c.speedup_ci, pc->mutable_speedup_ci());
+    if (c.speedup_gpu_ci) SetSpeedupInterval(*c.speedup_gpu_ci, pc->mutable_speedup_gpu_ci());
   }
   return p;
 }
