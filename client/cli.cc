@@ -35,6 +35,7 @@ constexpr char kCommandList[] =
 constexpr int kMaxTopRows = 10000;
 constexpr int kMaxTopKernels = 50;
 constexpr int kMaxRunFilter = 1000;
+constexpr size_t kMaxComparedStudies = 8;  // the first + more_study_ids (CompareRequest)
 
 absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
@@ -407,10 +408,13 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   cancel->add_option("--reason", cancel_reason, "why (stored with the cancelled jobs)")->type_name("TEXT");
 
   // compare
-  std::string cmp_study, cmp_baseline, cmp_phase, cmp_top, cmp_format = "table";
+  std::string cmp_baseline, cmp_phase, cmp_top, cmp_format = "table";
+  std::vector<std::string> cmp_studies;
   CLI::App* compare = app.add_subcommand("compare", "step time and kernel mix per GPU x preset, speedup vs a baseline preset");
   std::string cmp_runs, cmp_baseline_gpu, cmp_top_kernels;
-  compare->add_option("STUDY", cmp_study, "study id (or --runs, or both)");
+  compare->add_option("STUDY", cmp_studies,
+                      "study id (or --runs, or both); several studies (at most 8): each preset's cells side by side, "
+                      "with a speedup vs the first study");
   compare->add_option("--runs", cmp_runs, "compare exactly these succeeded runs (comma-separated, at most 1000)")
       ->type_name("RUN,RUN..");
   compare->add_option("--baseline-gpu", cmp_baseline_gpu,
@@ -569,7 +573,15 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   } else if (compare->parsed()) {
     CompareCommand cmd;
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(cmp_format, kAllFormats, "compare"));
+    const std::string cmp_study = cmp_studies.empty() ? std::string() : cmp_studies[0];
     cmd.request.set_study_id(cmp_study);
+    if (cmp_studies.size() > kMaxComparedStudies) {
+      return Usage(absl::StrCat("compare: ", cmp_studies.size(), " studies (allowed at most ", kMaxComparedStudies, ")"));
+    }
+    for (size_t i = 1; i < cmp_studies.size(); ++i) cmd.request.add_more_study_ids(cmp_studies[i]);
+    if (cmp_studies.size() > 1 && compare->get_option("--runs")->count() > 0) {
+      return Usage("compare: several STUDY ids or --runs, not both");
+    }
     if (compare->get_option("--runs")->count() > 0) {
       for (absl::string_view id : absl::StrSplit(cmp_runs, ',')) {
         const std::string run(absl::StripAsciiWhitespace(id));

@@ -211,9 +211,10 @@ std::string CsvNum(double v) {
 // significant (yes|no|empty), text.
 class CompareCsvWriter {
  public:
+  explicit CompareCsvWriter(std::string study_id) : study_id_(std::move(study_id)) {}
   std::string Take() { return std::move(out_); }
   void Header() {
-    out_ += CsvLine({"gpu", "preset", "phase", "n", "steps", "measure", "item", "value", "ci_lo", "ci_hi",
+    out_ += CsvLine({"study_id", "gpu", "preset", "phase", "n", "steps", "measure", "item", "value", "ci_lo", "ci_hi",
                      "significant", "text"});
   }
   void Cell(const v1::CompareCell& c) { cell_ = &c; }
@@ -229,10 +230,11 @@ class CompareCsvWriter {
   void Row(const std::string& measure, const std::string& item, const std::string& value, const std::string& lo,
            const std::string& hi, const std::string& significant, const std::string& text) {
     const v1::CompareCell& c = *cell_;
-    out_ += CsvLine({c.gpu(), c.preset(), config::PhaseName(c.phase()), absl::StrCat(c.n()), absl::StrCat(c.steps()),
-                     measure, item, value, lo, hi, significant, text});
+    out_ += CsvLine({c.study_id().empty() ? study_id_ : c.study_id(), c.gpu(), c.preset(), config::PhaseName(c.phase()),
+                     absl::StrCat(c.n()), absl::StrCat(c.steps()), measure, item, value, lo, hi, significant, text});
   }
   const v1::CompareCell* cell_ = nullptr;
+  std::string study_id_;  // of a one-study compare (cells then carry none)
   std::string out_;
 };
 
@@ -245,7 +247,7 @@ void SpeedupCsv(CompareCsvWriter& w, const char* measure, double v, bool has_ci,
 }
 
 std::string CompareCsv(const v1::CompareResponse& r) {
-  CompareCsvWriter w;
+  CompareCsvWriter w(r.study_id());
   w.Header();
   for (const auto& c : r.cells()) {
     w.Cell(c);
@@ -258,6 +260,9 @@ std::string CompareCsv(const v1::CompareResponse& r) {
     w.Value("step_ms_p10", "", c.step_ms_p10());
     w.Value("step_ms_p90", "", c.step_ms_p90());
     if (c.has_baseline()) SpeedupCsv(w, "speedup_vs_baseline", c.speedup_vs_baseline(), c.has_speedup_ci(), c.speedup_ci());
+    if (c.has_study_baseline()) {
+      SpeedupCsv(w, "speedup_vs_first_study", c.speedup_vs_first_study(), c.has_speedup_study_ci(), c.speedup_study_ci());
+    }
     if (c.has_gpu_baseline()) {
       SpeedupCsv(w, "speedup_vs_baseline_gpu", c.speedup_vs_baseline_gpu(), c.has_speedup_gpu_ci(), c.speedup_gpu_ci());
     }
@@ -284,9 +289,11 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
       o["baseline"] = BaselineOf(r);
       o["baseline_gpu"] = r.baseline_gpu().empty() ? Json(nullptr) : Json(r.baseline_gpu());
       o["runs_compared"] = r.runs_compared();
+      if (r.study_ids_size() > 0) o["study_ids"] = Json(std::vector<std::string>(r.study_ids().begin(), r.study_ids().end()));
       o["cells"] = Json::array();
       for (const auto& c : r.cells()) {
         Json e;
+        if (r.study_ids_size() > 0) e["study_id"] = c.study_id();
         e["gpu"] = c.gpu();
         e["preset"] = c.preset();
         e["phase"] = config::PhaseName(c.phase());
@@ -301,6 +308,10 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
         e["speedup_ci95"] = SpeedupCiJson(c.has_speedup_ci(), c.speedup_ci());
         e["speedup_vs_baseline_gpu"] = c.has_gpu_baseline() ? Json(c.speedup_vs_baseline_gpu()) : Json(nullptr);
         e["speedup_gpu_ci95"] = SpeedupCiJson(c.has_speedup_gpu_ci(), c.speedup_gpu_ci());
+        if (r.study_ids_size() > 0) {
+          e["speedup_vs_first_study"] = c.has_study_baseline() ? Json(c.speedup_vs_first_study()) : Json(nullptr);
+          e["speedup_study_ci95"] = SpeedupCiJson(c.has_speedup_study_ci(), c.speedup_study_ci());
+        }
         e["time_source"] = c.time_source();
         e["categories"] = Json::array();
         for (const auto& cat : c.categories()) {
@@ -326,9 +337,16 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
       break;
   }
   const bool cross_gpu = !r.baseline_gpu().empty();
+  const bool cross_study = r.study_ids_size() > 0;
   std::vector<std::string> headers = {"GPU", "PRESET", "PHASE", "N", "STEPS", "MEDIAN MS (95% CI)", "SPEEDUP (95% CI)"};
   std::vector<Align> align = {Align::kLeft,  Align::kLeft,  Align::kLeft, Align::kRight,
                               Align::kRight, Align::kRight, Align::kRight};
+  if (cross_study) {
+    headers.insert(headers.begin(), "STUDY");
+    align.insert(align.begin(), Align::kLeft);
+    headers.push_back(absl::StrCat("VS ", r.study_ids(0)));
+    align.push_back(Align::kRight);
+  }
   if (cross_gpu) {
     headers.push_back(absl::StrCat("VS ", r.baseline_gpu()));
     align.push_back(Align::kRight);
@@ -349,6 +367,13 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
         MedianText(c), !c.has_baseline()           ? std::string("-")
                        : c.preset() == BaselineOf(r) ? absl::StrCat(Fixed(c.speedup_vs_baseline(), 2), "x (reference)")
                                                      : SpeedupText(c.speedup_vs_baseline(), c.has_speedup_ci(), c.speedup_ci())};
+    if (cross_study) {
+      row.insert(row.begin(), c.study_id());
+      row.push_back(c.study_id() == r.study_ids(0) ? std::string("(reference)")
+                    : c.has_study_baseline()
+                        ? SpeedupText(c.speedup_vs_first_study(), c.has_speedup_study_ci(), c.speedup_study_ci())
+                        : std::string("-"));
+    }
     if (cross_gpu) {
       row.push_back(!c.has_gpu_baseline()            ? std::string("-")
                     : c.gpu() == r.baseline_gpu() ? absl::StrCat(Fixed(c.speedup_vs_baseline_gpu(), 2), "x (reference)")
@@ -385,9 +410,13 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
       }
     }
   }
-  std::string out = absl::StrCat(r.study_id().empty() ? "selected runs" : absl::StrCat("study ", r.study_id()),
+  const std::string what = cross_study  ? absl::StrCat("studies ", absl::StrJoin(r.study_ids(), ", "))
+                           : r.study_id().empty() ? std::string("selected runs")
+                                                  : absl::StrCat("study ", r.study_id());
+  std::string out = absl::StrCat(what,
                                  ", speedup vs ", BaselineOf(r), " on the same GPU and phase",
                                  cross_gpu ? absl::StrCat("; vs ", r.baseline_gpu(), " at the same preset") : "",
+                                 cross_study ? absl::StrCat("; vs study ", r.study_ids(0), " at the same GPU and preset") : "",
                                  "\n");
   out += t.Render();
   if (std::any_of(r.cells().begin(), r.cells().end(), HasInterval)) out += kIntervalLegend;
@@ -463,6 +492,8 @@ std::string FormatDiff(const v1::DiffRunsResponse& r, OutputFormat format) {
       o["b_steps"] = r.b_steps();
       o["a_total_ns"] = r.a_total_ns();
       o["b_total_ns"] = r.b_total_ns();
+      o["a_step_ms_median"] = r.a_step_ms_median();
+      o["b_step_ms_median"] = r.b_step_ms_median();
       o["rows"] = Json::array();
       for (const auto& d : r.rows()) {
         Json e;
@@ -505,10 +536,13 @@ std::string FormatDiff(const v1::DiffRunsResponse& r, OutputFormat format) {
               d.a_ns() > 0 ? absl::StrCat(Fixed(d.ratio(), 2), "x") : "new", Percent(d.a_share()),
               Percent(d.b_share()), absl::StrCat(d.a_kernels(), "/", d.b_kernels())});
   }
-  std::string out = absl::StrCat("A = run ", r.run_a(), " (", Ms(r.a_total_ns()), " ms/step), B = run ", r.run_b(),
-                                 " (", Ms(r.b_total_ns()), " ms/step); ",
-                                 r.time_source() == "ops" ? "CPU op self time" : "GPU kernel time",
-                                 " per measured step, by op and category\n");
+  const std::string what = r.time_source() == "ops" ? "CPU op self time" : "GPU kernel time";
+  std::string out = absl::StrCat("A = run ", r.run_a(), ": median step ", Fixed(r.a_step_ms_median(), 2), " ms, ", what,
+                                 " summed ", Ms(r.a_total_ns()), " ms/step\n", "B = run ", r.run_b(), ": median step ",
+                                 Fixed(r.b_step_ms_median(), 2), " ms, ", what, " summed ", Ms(r.b_total_ns()),
+                                 " ms/step\n", what, " per measured step, by op and category (a sum of ",
+                                 r.time_source() == "ops" ? "op self times" : "kernel durations",
+                                 ", not the step time)\n");
   return out + t.Render();
 }
 

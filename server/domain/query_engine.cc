@@ -26,13 +26,15 @@ namespace {
 constexpr int kMaxRunsCompared = 10000;
 constexpr size_t kMaxRunFilter = 1000;
 constexpr int kMaxTopKernels = 50;
+constexpr size_t kMaxMoreStudies = 7;
 
 struct CellKey {
+  int study;  // index into the compared studies (0 for one study or a run filter)
   std::string gpu;
   int phase;
   std::string preset;
   bool operator<(const CellKey& o) const {
-    return std::tie(gpu, phase, preset) < std::tie(o.gpu, o.phase, o.preset);
+    return std::tie(study, gpu, phase, preset) < std::tie(o.study, o.gpu, o.phase, o.preset);
   }
 };
 
@@ -146,7 +148,31 @@ absl::StatusOr<std::string> ResolveGpu(const std::string& wanted, const std::set
 }
 
 // The cell's seed key: the same cell draws the same resamples in every query.
-std::string CellSeedKey(const CellKey& key) { return absl::StrCat(key.gpu, "|", key.phase, "|", key.preset); }
+std::string CellSeedKey(const CellKey& key) {
+  return absl::StrCat(key.gpu, "|", key.phase, "|", key.preset, key.study > 0 ? absl::StrCat("|", key.study) : "");
+}
+
+// The further studies of a cross-study compare: 0..7 distinct ids, none equal to study_id, not
+// with a run filter.
+absl::Status CheckMoreStudies(const CompareRequest& r) {
+  if (r.more_study_ids.empty()) return absl::OkStatus();
+  if (r.more_study_ids.size() > kMaxMoreStudies) {
+    return absl::InvalidArgumentError(absl::StrCat("more_study_ids: ", r.more_study_ids.size(),
+                                                   " studies (allowed at most ", kMaxMoreStudies, ")"));
+  }
+  if (!r.run_ids.empty()) {
+    return absl::InvalidArgumentError("more_study_ids: not together with run_ids (compare studies or runs)");
+  }
+  std::set<std::string> seen = {r.study_id};
+  for (size_t i = 0; i < r.more_study_ids.size(); ++i) {
+    const std::string field = absl::StrCat("more_study_ids[", i, "]");
+    MEDPROF_RETURN_IF_ERROR(RequireId(r.more_study_ids[i], field.c_str()));
+    if (!seen.insert(r.more_study_ids[i]).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": study ", r.more_study_ids[i], " is given twice"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 // Fewer than 3 runs or 5 steps: the interval exists but should not be trusted far.
 void AddSampleNotes(int runs, int steps, std::vector<std::string>& notes) {
@@ -164,6 +190,24 @@ void AddSampleNotes(int runs, int steps, std::vector<std::string>& notes) {
 SpeedupInterval SpeedupCi(const std::vector<double>& base, const std::vector<double>& cell) {
   const Interval i = PercentileInterval(RatioReplicates(base, cell));
   return SpeedupInterval{i.lo, i.hi, !i.Contains(1.0)};
+}
+
+// Cross-study: first study's median / this median for the same GPU, phase and preset, with its
+// interval; nothing for the first study's own cells.
+void SetStudySpeedup(const CellKey& key, const std::map<CellKey, double>& medians,
+                     const std::map<CellKey, std::vector<double>>& replicates, CompareCell& c,
+                     std::vector<std::string>& notes) {
+  if (key.study == 0) return;
+  const CellKey first{0, key.gpu, key.phase, key.preset};
+  auto m = medians.find(first);
+  const double here = medians.at(key);
+  if (m == medians.end() || here <= 0) {
+    AddNote(notes, "no cell of the first study with this GPU, preset and phase: no cross-study speedup");
+    return;
+  }
+  c.has_study_baseline = true;
+  c.speedup_vs_first_study = m->second / here;
+  c.speedup_study_ci = SpeedupCi(replicates.at(first), replicates.at(key));
 }
 
 }  // namespace
@@ -211,6 +255,9 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
     return absl::InvalidArgumentError(absl::StrCat("top_kernels: ", r.top_kernels, " is out of range (allowed 1..",
                                                    kMaxTopKernels, "; unset = 5)"));
   }
+  MEDPROF_RETURN_IF_ERROR(CheckMoreStudies(r));
+  std::vector<std::string> studies = {r.study_id};
+  studies.insert(studies.end(), r.more_study_ids.begin(), r.more_study_ids.end());
   const size_t top = r.top_categories == 0 ? 3 : static_cast<size_t>(r.top_categories);
   const size_t top_kernels = r.top_kernels == 0 ? 5 : static_cast<size_t>(r.top_kernels);
 
@@ -219,17 +266,24 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
   MEDPROF_RETURN_IF_ERROR(core_.store.Read([&](StoreTx& tx) -> absl::Status {
     cells.clear();
     runs_compared = 0;
-    if (!r.study_id.empty()) {
-      MEDPROF_ASSIGN_OR_RETURN(std::optional<StudyRecord> study, tx.GetStudy(r.study_id));
-      if (!study.has_value()) return absl::NotFoundError(absl::StrCat("study_id: no study '", r.study_id, "'"));
+    for (size_t i = 0; i < studies.size(); ++i) {
+      if (studies[i].empty()) continue;
+      MEDPROF_ASSIGN_OR_RETURN(std::optional<StudyRecord> study, tx.GetStudy(studies[i]));
+      if (!study.has_value()) {
+        return absl::NotFoundError(absl::StrCat(i == 0 ? std::string("study_id") : absl::StrCat("more_study_ids[", i - 1, "]"),
+                                                ": no study '", studies[i], "'"));
+      }
     }
     std::vector<RunRecord> runs;
     if (r.run_ids.empty()) {
-      RunFilter f;
-      f.study_id = r.study_id;
-      f.state = RunState::kSucceeded;
-      f.limit = kMaxRunsCompared;
-      MEDPROF_ASSIGN_OR_RETURN(runs, tx.ListRuns(f));
+      for (const std::string& study_id : studies) {
+        RunFilter f;
+        f.study_id = study_id;
+        f.state = RunState::kSucceeded;
+        f.limit = kMaxRunsCompared;
+        MEDPROF_ASSIGN_OR_RETURN(std::vector<RunRecord> some, tx.ListRuns(f));
+        runs.insert(runs.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
+      }
     } else {
       std::set<std::string> seen;
       for (size_t i = 0; i < r.run_ids.size(); ++i) {
@@ -293,7 +347,8 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
       }
 
       for (auto& [phase, ms] : by_phase) {
-        CellAcc& cell = cells[CellKey{gpu, phase, preset}];
+        const int study = static_cast<int>(std::find(studies.begin(), studies.end(), run.study_id) - studies.begin());
+        CellAcc& cell = cells[CellKey{study < static_cast<int>(studies.size()) ? study : 0, gpu, phase, preset}];
         ++cell.n;
         cell.step_ms.insert(cell.step_ms.end(), ms.begin(), ms.end());
         cell.run_steps.push_back(ms);
@@ -362,6 +417,7 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
   out.study_id = r.study_id;
   out.baseline_preset = baseline;
   out.runs_compared = runs_compared;
+  if (studies.size() > 1) out.study_ids = studies;
   std::set<std::string> gpus;
   for (const auto& [key, acc] : cells) gpus.insert(key.gpu);
   if (!r.baseline_gpu.empty()) {
@@ -410,6 +466,10 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
   for (auto& [key, acc] : cells) {
     CompareCell c;
     c.gpu = key.gpu;
+    if (studies.size() > 1) {
+      c.study_id = studies[static_cast<size_t>(key.study)];
+      SetStudySpeedup(key, medians, replicates, c, acc.notes);
+    }
     c.preset = key.preset;
     c.phase = static_cast<v1::Phase>(key.phase);
     c.n = acc.n;
@@ -422,7 +482,7 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
     c.step_ms_ci_hi = ci.hi;
     c.interval_method = acc.n > 1 ? "runs, then steps" : "steps of 1 run";
     AddSampleNotes(acc.n, c.steps, acc.notes);
-    const CellKey base_key{key.gpu, key.phase, baseline};
+    const CellKey base_key{key.study, key.gpu, key.phase, baseline};
     auto base = medians.find(base_key);
     if (base != medians.end() && c.step_ms_median > 0) {
       c.has_baseline = true;
@@ -432,7 +492,7 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
       AddNote(acc.notes, absl::StrCat("no ", baseline, " cell on this GPU and phase: no speedup"));
     }
     if (!out.baseline_gpu.empty()) {
-      const CellKey gbase_key{out.baseline_gpu, key.phase, key.preset};
+      const CellKey gbase_key{key.study, out.baseline_gpu, key.phase, key.preset};
       auto gbase = medians.find(gbase_key);
       if (gbase != medians.end() && c.step_ms_median > 0) {
         c.has_gpu_baseline = true;
@@ -458,7 +518,7 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
 
     c.metrics = metrics[key];
     if (c.metrics.collected) {
-      auto bm = metrics.find(CellKey{key.gpu, key.phase, baseline});
+      auto bm = metrics.find(CellKey{key.study, key.gpu, key.phase, baseline});
       if (bm != metrics.end()) {
         const CellMetrics& b = bm->second;
         if (c.metrics.sm_cycles && b.sm_cycles && *b.sm_cycles > 0) {
@@ -530,6 +590,8 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
     c.notes = acc.notes;
     out.cells.push_back(std::move(c));
   }
+  // Cells were built in key order (study first); a stable sort keeps the studies' order within a
+  // (GPU, phase, preset), so a preset's cells of several studies stand together.
   std::stable_sort(out.cells.begin(), out.cells.end(), [](const CompareCell& a, const CompareCell& b) {
     return std::forward_as_tuple(a.gpu, a.phase, PresetRank(a.preset), a.preset) <
            std::forward_as_tuple(b.gpu, b.phase, PresetRank(b.preset), b.preset);

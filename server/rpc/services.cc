@@ -126,6 +126,9 @@ grpc::Status MedprofServiceImpl::Compare(grpc::ServerContext* ctx, const v1::Com
         if (!req->study_id().empty() || req->run_ids().empty()) {
           MEDPROF_RETURN_IF_ERROR(domain_.access().CheckStudy(call, req->study_id()));
         }
+        for (const std::string& study_id : req->more_study_ids()) {
+          MEDPROF_RETURN_IF_ERROR(domain_.access().CheckStudy(call, study_id));
+        }
         for (const std::string& run_id : req->run_ids()) {
           MEDPROF_RETURN_IF_ERROR(domain_.access().CheckRun(call, run_id));
         }

@@ -265,6 +265,55 @@ TEST_F(CompareTest, IntervalsSeparateResultsFromNoise) {
   EXPECT_EQ(again->cells[0].step_ms_ci_hi, base.step_ms_ci_hi);
 }
 
+// Two studies of the same presets (before / after a change): cells per study, side by side, and
+// the second study's speedup vs the first at the same GPU and preset.
+TEST_F(CompareTest, AcrossStudies) {
+  const std::string gpu = Register("node-gpu", {Gpu(0)});
+  const SubmitStudyResult first = Submit({"baseline", "opt1"}, {"gpu=h200"}, 1);
+  for (int64_t ms : {100, 50}) {
+    std::optional<Assignment> a = Acquire(gpu);
+    ASSERT_TRUE(a.has_value());
+    Complete(gpu, *a, "NVIDIA H200", "cupti", {ms * kMs, ms * kMs, ms * kMs, ms * kMs, ms * kMs}, {}, {});
+  }
+  const SubmitStudyResult second = Submit({"baseline", "opt1"}, {"gpu=h200"}, 1);
+  for (int64_t ms : {80, 40}) {
+    std::optional<Assignment> a = Acquire(gpu);
+    ASSERT_TRUE(a.has_value());
+    Complete(gpu, *a, "NVIDIA H200", "cupti", {ms * kMs, ms * kMs, ms * kMs, ms * kMs, ms * kMs}, {}, {});
+  }
+  CompareRequest r;
+  r.study_id = first.study_id;
+  r.more_study_ids = {second.study_id};
+  auto out = domain_->queries().Compare(ctx_, r);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_THAT(out->study_ids, ElementsAre(first.study_id, second.study_id));
+  ASSERT_EQ(out->cells.size(), 4u);
+  // baseline of the first, baseline of the second, opt1 of the first, opt1 of the second.
+  EXPECT_EQ(out->cells[0].study_id, first.study_id);
+  EXPECT_EQ(out->cells[0].preset, "baseline");
+  EXPECT_FALSE(out->cells[0].has_study_baseline);
+  EXPECT_EQ(out->cells[1].study_id, second.study_id);
+  EXPECT_EQ(out->cells[1].preset, "baseline");
+  ASSERT_TRUE(out->cells[1].has_study_baseline);
+  EXPECT_DOUBLE_EQ(out->cells[1].speedup_vs_first_study, 100.0 / 80);
+  ASSERT_TRUE(out->cells[1].speedup_study_ci.has_value());  // constant steps: a point interval
+  EXPECT_DOUBLE_EQ(out->cells[1].speedup_study_ci->lo, 1.25);
+  EXPECT_TRUE(out->cells[1].speedup_study_ci->significant);
+  EXPECT_EQ(out->cells[3].study_id, second.study_id);
+  EXPECT_EQ(out->cells[3].preset, "opt1");
+  EXPECT_DOUBLE_EQ(out->cells[3].speedup_vs_first_study, 50.0 / 40);
+  // Within a study the baseline is that study's own.
+  EXPECT_DOUBLE_EQ(out->cells[3].speedup_vs_baseline, 80.0 / 40);
+
+  r.more_study_ids = {first.study_id};
+  EXPECT_THAT(domain_->queries().Compare(ctx_, r),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("more_study_ids[0]: study " + first.study_id +
+                                                                     " is given twice")));
+  r.more_study_ids = {"st-000000000000"};
+  EXPECT_THAT(domain_->queries().Compare(ctx_, r),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("more_study_ids[0]: no study")));
+}
+
 TEST_F(CompareTest, ValidatesTheRequest) {
   CompareRequest r;
   EXPECT_THAT(domain_->queries().Compare(ctx_, r),
