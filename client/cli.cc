@@ -31,7 +31,7 @@ constexpr int kMaxStudiesLimit = 1000;
 constexpr int kMaxRunsLimit = 10000;
 constexpr int kMaxTopCategories = 12;
 constexpr char kCommandList[] =
-    "submit|watch|studies|runs|run|agents|cancel|compare|kernels|diff|export|report|import-ncu";
+    "submit|watch|studies|runs|run|agents|cancel|compare|kernels|diff|export|report|import-ncu|upload";
 constexpr int kMaxTopRows = 10000;
 constexpr int kMaxTopKernels = 50;
 constexpr int kMaxRunFilter = 1000;
@@ -427,6 +427,16 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   compare->add_option("--top-categories", cmp_top, "kernel categories listed per cell (1..12, default 3)")->type_name("N");
   AddFormat(compare, &cmp_format, "table|json|csv");
 
+  // upload
+  std::string up_file, up_study, up_format = "table";
+  CLI::App* upload = app.add_subcommand(
+      "upload", "store a run made by hand (medprof-worker --out FILE) in a study; prints its run id");
+  upload->add_option("FILE", up_file, "the worker's --out file")->required();
+  upload->add_option("--study", up_study, "the study the run joins (compare groups it by its preset and GPU)")
+      ->type_name("STUDY")
+      ->required();
+  AddFormat(upload, &up_format, "table|json");
+
   // import-ncu
   std::string imp_file, imp_gpu, imp_preset, imp_phase, imp_steps, imp_study, imp_name, imp_format = "table";
   CLI::App* import_ncu = app.add_subcommand(
@@ -657,6 +667,14 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       return Usage(absl::StrCat("--format: '", export_format,
                                 "' is not a format of 'export' (allowed: chrome-trace|csv|json)"));
     }
+    out.body = std::move(cmd);
+  } else if (upload->parsed()) {
+    UploadCommand cmd;
+    MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(up_format, {OutputFormat::kTable, OutputFormat::kJson}, "upload"));
+    if (up_file.empty()) return Usage("upload: FILE must not be empty");
+    if (up_study.empty()) return Usage("--study: must not be empty");
+    cmd.file = up_file;
+    cmd.study_id = up_study;
     out.body = std::move(cmd);
   } else if (import_ncu->parsed()) {
     ImportNcuCommand cmd;

@@ -21,6 +21,7 @@
 #include "client/report/report.h"
 #include "common/kernel_taxonomy.h"
 #include "common/ncu_csv.h"
+#include "common/result_stream.h"
 
 namespace medprof::client {
 namespace {
@@ -183,6 +184,51 @@ int DoExport(const ExportCommand& c, MedprofClient& client, const CliIo& io) {
 // Largest export read (the raw page of a few thousand launches with every section is ~50 MB).
 constexpr size_t kMaxImportFileBytes = size_t{1} << 30;
 
+// One request carries the whole file: the server's default receive limit.
+constexpr size_t kMaxUploadBytes = size_t{16} << 20;
+
+int DoUpload(const UploadCommand& c, MedprofClient& client, const CliIo& io) {
+  absl::StatusOr<std::unique_ptr<ResultReader>> reader = ResultReader::OpenFile(c.file);
+  if (!reader.ok()) {
+    *io.err << "medprof: upload: " << reader.status().message() << "\n";
+    return kExitUsage;
+  }
+  v1::UploadRunRequest request;
+  request.set_study_id(c.study_id);
+  for (;;) {
+    v1::WorkerMessage m;
+    absl::StatusOr<bool> more = (*reader)->Next(&m);
+    if (!more.ok()) {
+      *io.err << "medprof: upload: " << c.file << ": record " << request.messages_size() << ": "
+              << more.status().message() << "\n";
+      return kExitUsage;
+    }
+    if (!*more) break;
+    *request.add_messages() = std::move(m);
+  }
+  if (request.ByteSizeLong() > kMaxUploadBytes) {
+    *io.err << "medprof: upload: " << c.file << " holds " << request.ByteSizeLong() << " bytes of records (allowed at most "
+            << kMaxUploadBytes << " in one upload)\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<v1::UploadRunResponse> r = client.UploadRun(request);
+  if (!r.ok()) return ServerError(io, r.status());
+  if (c.format == OutputFormat::kJson) {
+    nlohmann::ordered_json j;
+    j["run_id"] = r->run_id();
+    j["study_id"] = r->study_id();
+    j["job_id"] = r->job_id();
+    j["preset"] = r->preset();
+    j["gpu"] = r->gpu();
+    j["steps"] = r->steps();
+    *io.out << j.dump(2) << "\n";
+  } else {
+    *io.out << "run " << r->run_id() << " (" << r->preset() << " on " << r->gpu() << ", " << r->steps()
+            << " steps) stored in study " << r->study_id() << "\n";
+  }
+  return kExitOk;
+}
+
 int DoImportNcu(const ImportNcuCommand& c, MedprofClient& client, const CliIo& io) {
   std::string text;
   if (c.file == "-") {
@@ -321,6 +367,7 @@ int Execute(const Command& command, MedprofClient* client, const CliIo& io, cons
           },
           [&](const ReportCommand& c) { return DoReport(c, *client, io); },
           [&](const ImportNcuCommand& c) { return DoImportNcu(c, *client, io); },
+          [&](const UploadCommand& c) { return DoUpload(c, *client, io); },
           [&](const KernelsCommand& c) {
             auto r = client->ListKernels(c.request);
             if (!r.ok()) return ServerError(io, r.status());

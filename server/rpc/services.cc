@@ -195,6 +195,18 @@ grpc::Status MedprofServiceImpl::ImportRun(grpc::ServerContext* ctx, const v1::I
       [](const ImportRunResult& r) { return ToProto(r); }, resp);
 }
 
+grpc::Status MedprofServiceImpl::UploadRun(grpc::ServerContext* ctx, const v1::UploadRunRequest* req,
+                                           v1::UploadRunResponse* resp) {
+  return Handle(
+      auth_, ctx, "UploadRun",
+      [&](const CallContext& call) -> absl::StatusOr<UploadRunResult> {
+        MEDPROF_RETURN_IF_ERROR(auth_.CountSubmission(call));
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckStudy(call, req->study_id()));
+        return domain_.uploader().Upload(call, FromProto(*req));
+      },
+      [](const UploadRunResult& r) { return ToProto(r); }, resp);
+}
+
 // ---------------------------------------------------------------- AgentService
 
 grpc::Status AgentServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
