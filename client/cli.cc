@@ -99,7 +99,7 @@ struct SubmitFlags {
   std::string groups, grad_accum, learning_rate, seed, sample_steps, device, cpu_threads;
   std::string metrics_top_k, metrics_launches, metrics_coverage_pct, metrics_max_signatures, max_attempts, timeout_s;
   std::optional<bool> tf32, channels_last, bf16, fused;
-  bool metrics = false, wait = false;
+  bool metrics = false, wait = false, no_compare = false;
 };
 
 // The optional int32 workload flags, in one table so conversion is uniform. `allowed` is shown
@@ -150,6 +150,7 @@ absl::StatusOr<SubmitCommand> BuildSubmit(const SubmitFlags& f, CLI::App* sub) {
   v1::SubmitStudyRequest& req = cmd.request;
   MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(f.format, kAllFormats, "submit"));
   cmd.wait = f.wait;
+  cmd.compare = !f.no_compare;
 
   // Presets: 1..16 known names, no duplicates.
   std::set<std::string> seen;
@@ -367,7 +368,9 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   AddBoolPair(submit, "bf16", &sf.bf16, "bf16 autocast on (overrides the preset)");
   AddBoolPair(submit, "fused", &sf.fused, "fused GroupNorm+SiLU kernels on (overrides the preset)");
   submit->add_flag("--metrics", sf.metrics, "run the range-profiler metrics layer");
-  submit->add_flag("--wait", sf.wait, "follow the study until it ends; exit 3 if a job failed");
+  submit->add_flag("--wait", sf.wait,
+                   "follow the study until it ends, then print the comparison (table format); exit 3 if a job failed");
+  submit->add_flag("--no-compare", sf.no_compare, "with --wait: end with the study's jobs only, no comparison");
   AddFormat(submit, &sf.format, "table|json|csv");
 
   // watch

@@ -57,6 +57,7 @@ struct ConnectionOptions {
 struct SubmitCommand {
   v1::SubmitStudyRequest request;
   bool wait = false;
+  bool compare = true;  // --wait in table format ends with compare's table (--no-compare: not)
   OutputFormat format = OutputFormat::kTable;
 };
 

@@ -38,9 +38,27 @@ int ServerError(const CliIo& io, const absl::Status& s) {
   return kExitServer;
 }
 
-// Follows a study to its end, prints its final state and reports failed jobs.
+// The end of `submit --wait`: the study's comparison table, or why there is none.
+void PrintComparison(MedprofClient& client, const std::string& study_id, const CliIo& io) {
+  v1::CompareRequest request;
+  request.set_study_id(study_id);
+  absl::StatusOr<v1::CompareResponse> r = client.Compare(request);
+  if (!r.ok()) {
+    *io.err << "medprof: no comparison: " << r.status().message() << "\n";
+    return;
+  }
+  if (r->cells().empty()) {
+    *io.err << "medprof: no comparison: no job of study " << study_id << " succeeded with measured steps\n";
+    return;
+  }
+  *io.out << "\n" << FormatCompare(*r, OutputFormat::kTable);
+}
+
+// Follows a study to its end, prints its final state (and with `compare`, the comparison) and
+// reports failed jobs.
 int WatchToEnd(MedprofClient& client, const std::string& study_id, OutputFormat format,
-               const std::vector<std::string>& warnings, const CliIo& io, const WatchPolicy& policy) {
+               const std::vector<std::string>& warnings, const CliIo& io, const WatchPolicy& policy,
+               bool compare = false) {
   absl::StatusOr<v1::Study> study = client.GetStudy(study_id);
   if (!study.ok()) return ServerError(io, study.status());
 
@@ -77,6 +95,7 @@ int WatchToEnd(MedprofClient& client, const std::string& study_id, OutputFormat 
   absl::StatusOr<v1::Study> final_state = client.GetStudy(study_id);
   if (!final_state.ok()) return ServerError(io, final_state.status());
   *io.out << FormatStudy(*final_state, format, warnings);
+  if (compare && format == OutputFormat::kTable) PrintComparison(client, study_id, io);
   io.out->flush();
   int failed = 0;
   for (const v1::Job& j : final_state->jobs()) {
@@ -95,13 +114,15 @@ int DoSubmit(const SubmitCommand& cmd, MedprofClient& client, const CliIo& io, c
   if (cmd.format != OutputFormat::kJson) {
     for (const std::string& w : r->warnings()) *io.err << "medprof: warning: " << w << "\n";
   }
-  // With --wait, JSON and CSV print one document at the end; the table also says what was queued.
-  if (!cmd.wait || cmd.format == OutputFormat::kTable) {
+  // With --wait, JSON and CSV print one document at the end; the table also says what was queued,
+  // unless the live block on the terminal says it (a printed "N jobs queued" went stale above it).
+  if (!cmd.wait || (cmd.format == OutputFormat::kTable && !io.err_is_tty)) {
     *io.out << FormatSubmit(*r, cmd.format);
     io.out->flush();
   }
   if (!cmd.wait) return kExitOk;
-  return WatchToEnd(client, r->study_id(), cmd.format, {r->warnings().begin(), r->warnings().end()}, io, policy);
+  return WatchToEnd(client, r->study_id(), cmd.format, {r->warnings().begin(), r->warnings().end()}, io, policy,
+                    cmd.compare);
 }
 
 // Writes the HTML report to the file (through a temporary beside it, renamed when complete, so

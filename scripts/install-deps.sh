@@ -44,9 +44,10 @@ build_pkgs=(
 # Test tools. clang + libclang-rt-dev (libFuzzer, ASan, UBSan runtimes): scripts/fuzz.sh.
 # systemd: systemd-analyze verifies deploy/systemd/ (tests/deploy).
 # chromium: headless, renders the HTML report in tests/report (DevTools protocol on a pipe).
+# tmux: a real pseudo-terminal whose screen the progress test reads (tests/integration).
 # munge slurmctld slurmd slurm-client: the single-node Slurm of tests/slurm (cluster.sh starts
 # it as root without systemd; Debian's packages are Slurm 22.05, munge 0.5.15).
-test_pkgs=(shellcheck python3 systemd chromium clang libclang-rt-dev munge slurmctld slurmd slurm-client)
+test_pkgs=(shellcheck python3 systemd chromium tmux clang libclang-rt-dev munge slurmctld slurmd slurm-client)
 runtime_pkgs=(libgrpc++1.51 libsqlite3-0 libopenblas0-pthread)
 if [ "${libtorch}" = 0 ]; then
   kept=()
