@@ -288,8 +288,16 @@ constexpr char kProbe[] = R"js((() => {
                 value: parseFloat(m.getAttribute('data-value')), w: b.width, h: b.height};
       });
       const fig = el.closest('figure');
+      // Everything that must not overlap: legend swatches and texts, group labels, n labels, ticks.
+      const boxes = Array.from(el.querySelectorAll('rect.swatch, text.legend, text.group-label, text.bar-n, text.tick'))
+          .map(t => { const b = t.getBBox();
+                      return {cls: t.getAttribute('class'), text: t.textContent, x: b.x, y: b.y, w: b.width, h: b.height}; });
+      const fills = {};
+      el.querySelectorAll('.mark').forEach(m => { fills[m.getAttribute('data-series')] = m.getAttribute('fill'); });
+      const vb = el.viewBox.baseVal;
       charts[name] = {kind: 'svg', declared: parseInt(el.getAttribute('data-points'), 10), marks: marks,
-                      width: el.getBoundingClientRect().width, notes: fig ? fig.innerText : ''};
+                      width: el.getBoundingClientRect().width, notes: fig ? fig.innerText : '', boxes: boxes,
+                      fills: fills, vbw: vb.width, vbh: vb.height};
     } else {
       charts[name] = {kind: 'panel', tag: el.tagName.toLowerCase(), text: el.innerText,
                       height: el.getBoundingClientRect().height};
@@ -344,6 +352,34 @@ std::map<std::pair<std::string, std::string>, double> Marks(const json& page, co
   return out;
 }
 
+// No two labels, swatches or ticks of a chart overlap, all lie inside the SVG, and no two series
+// of a chart share a colour.
+void ExpectReadableCharts(const json& page) {
+  int svgs = 0;
+  for (const auto& [name, c] : page["charts"].items()) {
+    if (c.value("kind", "") != "svg") continue;
+    ++svgs;
+    const json& boxes = c["boxes"];
+    for (size_t i = 0; i < boxes.size(); ++i) {
+      const json& a = boxes[i];
+      const double ax = a["x"], ay = a["y"], aw = a["w"], ah = a["h"];
+      EXPECT_GE(ax, -0.5) << name << ": " << a.dump();
+      EXPECT_LE(ax + aw, c["vbw"].get<double>() + 0.5) << name << ": " << a.dump();
+      EXPECT_LE(ay + ah, c["vbh"].get<double>() + 0.5) << name << ": " << a.dump();
+      for (size_t j = i + 1; j < boxes.size(); ++j) {
+        const json& b = boxes[j];
+        const double bx = b["x"], by = b["y"], bw = b["w"], bh = b["h"];
+        const bool overlap = ax + 0.5 < bx + bw && bx + 0.5 < ax + aw && ay + 0.5 < by + bh && by + 0.5 < ay + ah;
+        EXPECT_FALSE(overlap) << name << ": " << a.dump() << " overlaps " << b.dump();
+      }
+    }
+    std::set<std::string> colors;
+    for (const auto& [series, fill] : c["fills"].items()) colors.insert(fill.get<std::string>());
+    EXPECT_EQ(colors.size(), c["fills"].size()) << name << ": series share a colour: " << c["fills"].dump();
+  }
+  EXPECT_GT(svgs, 0);
+}
+
 TEST_F(ReportTest, GpuAndCpuStudyRendersEveryChartInHeadlessChromium) {
   ASSERT_TRUE(medprof::testing::FindChromium().ok()) << medprof::testing::FindChromium().status();
   StartServer();
@@ -368,6 +404,7 @@ TEST_F(ReportTest, GpuAndCpuStudyRendersEveryChartInHeadlessChromium) {
 
   json page = LoadChecked(html, "gpu_cpu_report");
   ASSERT_TRUE(page.is_object());
+  ExpectReadableCharts(page);
   EXPECT_EQ(page["title"], "medprof report: test study");
 
   // step-time: one mark per cell, at the cell's median; grouped by GPU, series = preset.
@@ -447,6 +484,7 @@ TEST_F(ReportTest, CpuOnlyStudyShowsNotCollectedPanelsNotZeros) {
 
   json page = LoadChecked(html, "cpu_report");
   ASSERT_TRUE(page.is_object());
+  ExpectReadableCharts(page);
   EXPECT_EQ(Marks(page, "step-time").size(), 4u);
   EXPECT_EQ(Marks(page, "speedup").size(), 4u);
   EXPECT_EQ(Marks(page, "kernel-mix").size(), 4u * 4);  // conv, norm, elementwise, optimizer per cell
