@@ -167,8 +167,8 @@ Layout LayOut(const ChartSpec& c, const std::vector<std::string>& series, const 
     x += w;
   }
   l.width = std::clamp(x + kRight, kMinWidth, kMaxWidth);
-  if (x + kRight > kMaxWidth) {  // too many groups: squeeze them evenly
-    const double scale = (kMaxWidth - kLeft - kRight) / (x - kLeft);
+  if (x + kRight != l.width && x > kLeft) {  // too many groups: squeeze them; too few: widen them
+    const double scale = (l.width - kLeft - kRight) / (x - kLeft);
     for (size_t i = 0; i < groups.size(); ++i) {
       l.band_x[i] = kLeft + (l.band_x[i] - kLeft) * scale;
       l.band_w[i] *= scale;

@@ -1,4 +1,9 @@
 // Compare on hand-made runs with exact expected medians, spreads, speedups and shares.
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "tests/unit/server/domain_fixture.h"
 
 namespace medprof::server::testing {
@@ -312,6 +317,48 @@ TEST_F(CompareTest, AcrossStudies) {
   r.more_study_ids = {"st-000000000000"};
   EXPECT_THAT(domain_->queries().Compare(ctx_, r),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("more_study_ids[0]: no study")));
+}
+
+// The committed H200 study (bench/results/h200-gpu-node-2026-12-02/compare.json: one run of two
+// measured steps per preset). Its two steps per cell are recovered exactly from p10 and p90
+// (with two steps a < b: p10 = a + 0.1 (b - a), p90 = a + 0.9 (b - a)), stored, and compared
+// again: opt1's 5.25x over baseline must come out significant even from n = 1 and 2 steps,
+// since every resample of baseline (1265.97..1269.37 ms) is far above every one of opt1's
+// (241.22..241.61 ms): the interval is [1265.97 / 241.61, 1269.37 / 241.22] = [5.24, 5.26].
+TEST_F(CompareTest, CommittedH200StudyOpt1IsSignificant) {
+  std::ifstream in(std::string(MEDPROF_SOURCE_DIR) + "/bench/results/h200-gpu-node-2026-12-02/compare.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json committed = nlohmann::json::parse(in);
+  std::map<std::string, std::vector<int64_t>> steps;
+  for (const nlohmann::json& c : committed.at("cells")) {
+    const double p10 = c.at("step_ms_p10"), p90 = c.at("step_ms_p90");
+    const double a = p10 - 0.1 * (p90 - p10) / 0.8, b = a + (p90 - p10) / 0.8;
+    ASSERT_NEAR((a + b) / 2, c.at("step_ms_median").get<double>(), 1e-6);
+    steps[c.at("preset")] = {std::llround(a * 1e6), std::llround(b * 1e6)};
+  }
+  ASSERT_EQ(steps.size(), 5u);
+  const std::string gpu = Register("h200", {Gpu(0)});
+  const SubmitStudyResult s = Submit({"baseline", "opt1", "opt2", "opt12", "bf16"}, {"gpu=h200"}, 1);
+  for (int i = 0; i < 5; ++i) {
+    std::optional<Assignment> a = Acquire(gpu);
+    ASSERT_TRUE(a.has_value());
+    Complete(gpu, *a, "NVIDIA H200", "cupti", steps.at(a->config.preset()), {}, {});
+  }
+  CompareRequest r;
+  r.study_id = s.study_id;
+  auto out = domain_->queries().Compare(ctx_, r);
+  ASSERT_THAT(out, IsOk());
+  ASSERT_EQ(out->cells.size(), 5u);
+  const CompareCell& opt1 = out->cells[1];
+  ASSERT_EQ(opt1.preset, "opt1");
+  EXPECT_NEAR(opt1.speedup_vs_baseline, 5.2510797237773, 1e-6);  // the committed figure
+  ASSERT_TRUE(opt1.speedup_ci.has_value());
+  EXPECT_TRUE(opt1.speedup_ci->significant);
+  EXPECT_NEAR(opt1.speedup_ci->lo, 1265.97 / 241.61, 0.01);
+  EXPECT_NEAR(opt1.speedup_ci->hi, 1269.37 / 241.22, 0.01);
+  // One run, two steps: both sample-size notes.
+  EXPECT_THAT(opt1.notes, ::testing::Contains(HasSubstr("1 run (< 3)")));
+  EXPECT_THAT(opt1.notes, ::testing::Contains(HasSubstr("2 measured steps (< 5)")));
 }
 
 TEST_F(CompareTest, ValidatesTheRequest) {
