@@ -32,10 +32,11 @@ constexpr int kMaxStudiesLimit = 1000;
 constexpr int kMaxRunsLimit = 10000;
 constexpr int kMaxTopCategories = 12;
 constexpr char kCommandList[] =
-    "submit|watch|studies|runs|run|agents|cancel|compare|kernels|diff|export|report|import-ncu";
+    "submit|watch|studies|runs|run|agents|cancel|compare|kernels|diff|export|report|import-ncu|upload";
 constexpr int kMaxTopRows = 10000;
 constexpr int kMaxTopKernels = 50;
 constexpr int kMaxRunFilter = 1000;
+constexpr size_t kMaxComparedStudies = 8;  // the first + more_study_ids (CompareRequest)
 
 absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
@@ -99,7 +100,7 @@ struct SubmitFlags {
   std::string groups, grad_accum, learning_rate, seed, sample_steps, device, cpu_threads;
   std::string metrics_top_k, metrics_launches, metrics_coverage_pct, metrics_max_signatures, max_attempts, timeout_s;
   std::optional<bool> tf32, channels_last, bf16, fused;
-  bool metrics = false, wait = false;
+  bool metrics = false, wait = false, no_compare = false;
 };
 
 // The optional int32 workload flags, in one table so conversion is uniform. `allowed` is shown
@@ -150,6 +151,7 @@ absl::StatusOr<SubmitCommand> BuildSubmit(const SubmitFlags& f, CLI::App* sub) {
   v1::SubmitStudyRequest& req = cmd.request;
   MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(f.format, kAllFormats, "submit"));
   cmd.wait = f.wait;
+  cmd.compare = !f.no_compare;
 
   // Presets: 1..16 known names, no duplicates.
   std::set<std::string> seen;
@@ -336,10 +338,13 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   submit->add_option("--depth", sf.depth, "volume depth override")->type_name("N");
   submit->add_option("--height", sf.height, "volume height override")->type_name("N");
   submit->add_option("--width", sf.width, "volume width override")->type_name("N");
-  submit->add_option("--steps", sf.steps, "measured steps (1..100000)")->type_name("N");
+  submit->add_option("--steps", sf.steps,
+                     "measured steps per run (1..100000, default 10); compare's interval of a median needs 5 or more")->type_name("N");
   submit->add_option("--warmup", sf.warmup, "warm-up steps (0..1000)")->type_name("N");
   submit->add_option("--phase", sf.phase, "train|forward|sample")->type_name("PHASE");
-  submit->add_option("--repeats", sf.repeats, "jobs per preset and target (1..100)")->type_name("N");
+  submit->add_option("--repeats", sf.repeats,
+                     "jobs per preset and target (1..100, default 1); 3 or more let compare's intervals include "
+                     "run-to-run variation (fewer: a note says the interval misses it)")->type_name("N");
   submit->add_option("--batch", sf.batch, "batch size (1..64)")->type_name("N");
   submit->add_option("--base-channels", sf.base_channels, "model base width (4..512)")->type_name("N");
   submit->add_option("--channel-mult", sf.channel_mult, "width multipliers per level, e.g. 1,2")->type_name("N,N..");
@@ -368,7 +373,9 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   AddBoolPair(submit, "bf16", &sf.bf16, "bf16 autocast on (overrides the preset)");
   AddBoolPair(submit, "fused", &sf.fused, "fused GroupNorm+SiLU kernels on (overrides the preset)");
   submit->add_flag("--metrics", sf.metrics, "run the range-profiler metrics layer");
-  submit->add_flag("--wait", sf.wait, "follow the study until it ends; exit 3 if a job failed");
+  submit->add_flag("--wait", sf.wait,
+                   "follow the study until it ends, then print the comparison (table format); exit 3 if a job failed");
+  submit->add_flag("--no-compare", sf.no_compare, "with --wait: end with the study's jobs only, no comparison");
   AddFormat(submit, &sf.format, "table|json|csv");
 
   // watch
@@ -409,10 +416,13 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   cancel->add_option("--reason", cancel_reason, "why (stored with the cancelled jobs)")->type_name("TEXT");
 
   // compare
-  std::string cmp_study, cmp_baseline, cmp_phase, cmp_top, cmp_format = "table";
+  std::string cmp_baseline, cmp_phase, cmp_top, cmp_format = "table";
+  std::vector<std::string> cmp_studies;
   CLI::App* compare = app.add_subcommand("compare", "step time and kernel mix per GPU x preset, speedup vs a baseline preset");
   std::string cmp_runs, cmp_baseline_gpu, cmp_top_kernels;
-  compare->add_option("STUDY", cmp_study, "study id (or --runs, or both)");
+  compare->add_option("STUDY", cmp_studies,
+                      "study id (or --runs, or both); several studies (at most 8): each preset's cells side by side, "
+                      "with a speedup vs the first study");
   compare->add_option("--runs", cmp_runs, "compare exactly these succeeded runs (comma-separated, at most 1000)")
       ->type_name("RUN,RUN..");
   compare->add_option("--baseline-gpu", cmp_baseline_gpu,
@@ -424,6 +434,16 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   compare->add_option("--phase", cmp_phase, "train|forward|sample (default: every phase present)")->type_name("PHASE");
   compare->add_option("--top-categories", cmp_top, "kernel categories listed per cell (1..12, default 3)")->type_name("N");
   AddFormat(compare, &cmp_format, "table|json|csv");
+
+  // upload
+  std::string up_file, up_study, up_format = "table";
+  CLI::App* upload = app.add_subcommand(
+      "upload", "store a run made by hand (medprof-worker --out FILE) in a study; prints its run id");
+  upload->add_option("FILE", up_file, "the worker's --out file")->required();
+  upload->add_option("--study", up_study, "the study the run joins (compare groups it by its preset and GPU)")
+      ->type_name("STUDY")
+      ->required();
+  AddFormat(upload, &up_format, "table|json");
 
   // import-ncu
   std::string imp_file, imp_gpu, imp_preset, imp_phase, imp_steps, imp_study, imp_name, imp_format = "table";
@@ -587,7 +607,15 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   } else if (compare->parsed()) {
     CompareCommand cmd;
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(cmp_format, kAllFormats, "compare"));
+    const std::string cmp_study = cmp_studies.empty() ? std::string() : cmp_studies[0];
     cmd.request.set_study_id(cmp_study);
+    if (cmp_studies.size() > kMaxComparedStudies) {
+      return Usage(absl::StrCat("compare: ", cmp_studies.size(), " studies (allowed at most ", kMaxComparedStudies, ")"));
+    }
+    for (size_t i = 1; i < cmp_studies.size(); ++i) cmd.request.add_more_study_ids(cmp_studies[i]);
+    if (cmp_studies.size() > 1 && compare->get_option("--runs")->count() > 0) {
+      return Usage("compare: several STUDY ids or --runs, not both");
+    }
     if (compare->get_option("--runs")->count() > 0) {
       for (absl::string_view id : absl::StrSplit(cmp_runs, ',')) {
         const std::string run(absl::StripAsciiWhitespace(id));
@@ -664,6 +692,14 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       return Usage(absl::StrCat("--format: '", export_format,
                                 "' is not a format of 'export' (allowed: chrome-trace|csv|json)"));
     }
+    out.body = std::move(cmd);
+  } else if (upload->parsed()) {
+    UploadCommand cmd;
+    MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(up_format, {OutputFormat::kTable, OutputFormat::kJson}, "upload"));
+    if (up_file.empty()) return Usage("upload: FILE must not be empty");
+    if (up_study.empty()) return Usage("--study: must not be empty");
+    cmd.file = up_file;
+    cmd.study_id = up_study;
     out.body = std::move(cmd);
   } else if (import_ncu->parsed()) {
     ImportNcuCommand cmd;

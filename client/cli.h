@@ -62,6 +62,7 @@ struct ConnectionOptions {
 struct SubmitCommand {
   v1::SubmitStudyRequest request;
   bool wait = false;
+  bool compare = true;  // --wait in table format ends with compare's table (--no-compare: not)
   OutputFormat format = OutputFormat::kTable;
 };
 
@@ -150,6 +151,14 @@ struct ImportNcuCommand {
   OutputFormat format = OutputFormat::kTable;
 };
 
+// `medprof upload FILE --study S`: a run made by hand (`medprof-worker --out FILE`) stored in
+// study S through the agent's ingest path (prints its run id).
+struct UploadCommand {
+  std::string file;
+  std::string study_id;
+  OutputFormat format = OutputFormat::kTable;
+};
+
 // `medprof kernels classify [NAME...]`: names from the arguments, else stdin. Offline.
 struct ClassifyCommand {
   std::vector<std::string> names;  // empty = read stdin
@@ -163,7 +172,7 @@ struct PrintCommand {
 using CommandBody = std::variant<SubmitCommand, WatchCommand, StudiesCommand, RunsCommand,
                                  RunCommand, AgentsCommand, CancelCommand, CompareCommand,
                                  ClassifyCommand, PrintCommand, ReportCommand, ImportNcuCommand, KernelsCommand,
-                                 DiffCommand, ExportCommand>;
+                                 DiffCommand, ExportCommand, UploadCommand>;
 
 struct Command {
   ConnectionOptions connection;

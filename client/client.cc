@@ -198,6 +198,14 @@ absl::StatusOr<v1::ImportRunResponse> MedprofClient::ImportRun(const v1::ImportR
   return response;
 }
 
+absl::StatusOr<v1::UploadRunResponse> MedprofClient::UploadRun(const v1::UploadRunRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::UploadRunResponse response;
+  if (absl::Status s = Map(stub_->UploadRun(&ctx, request, &response), "UploadRun"); !s.ok()) return s;
+  return response;
+}
+
 absl::StatusOr<v1::CompareResponse> MedprofClient::Compare(const v1::CompareRequest& request) {
   grpc::ClientContext ctx;
   Prepare(&ctx, true);

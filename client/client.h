@@ -62,6 +62,7 @@ class MedprofClient {
   absl::StatusOr<v1::ListAgentsResponse> ListAgents();
   // Stores an imported run (`medprof import-ncu`).
   absl::StatusOr<v1::ImportRunResponse> ImportRun(const v1::ImportRunRequest& request);
+  absl::StatusOr<v1::UploadRunResponse> UploadRun(const v1::UploadRunRequest& request);
 
   // Streams the study's events in order to `on_event` (called on this thread). Returns OK
   // after the event with study_finished; UNAVAILABLE when the stream ends before it (server

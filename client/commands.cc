@@ -22,6 +22,7 @@
 #include "client/report/report.h"
 #include "common/kernel_taxonomy.h"
 #include "common/ncu_csv.h"
+#include "common/result_stream.h"
 
 namespace medprof::client {
 namespace {
@@ -40,9 +41,27 @@ int ServerError(const CliIo& io, const absl::Status& s) {
   return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitServer;
 }
 
-// Follows a study to its end, prints its final state and reports failed jobs.
+// The end of `submit --wait`: the study's comparison table, or why there is none.
+void PrintComparison(MedprofClient& client, const std::string& study_id, const CliIo& io) {
+  v1::CompareRequest request;
+  request.set_study_id(study_id);
+  absl::StatusOr<v1::CompareResponse> r = client.Compare(request);
+  if (!r.ok()) {
+    *io.err << "medprof: no comparison: " << r.status().message() << "\n";
+    return;
+  }
+  if (r->cells().empty()) {
+    *io.err << "medprof: no comparison: no job of study " << study_id << " succeeded with measured steps\n";
+    return;
+  }
+  *io.out << "\n" << FormatCompare(*r, OutputFormat::kTable);
+}
+
+// Follows a study to its end, prints its final state (and with `compare`, the comparison) and
+// reports failed jobs.
 int WatchToEnd(MedprofClient& client, const std::string& study_id, OutputFormat format,
-               const std::vector<std::string>& warnings, const CliIo& io, const WatchPolicy& policy) {
+               const std::vector<std::string>& warnings, const CliIo& io, const WatchPolicy& policy,
+               bool compare = false) {
   absl::StatusOr<v1::Study> study = client.GetStudy(study_id);
   if (!study.ok()) return ServerError(io, study.status());
 
@@ -79,6 +98,7 @@ int WatchToEnd(MedprofClient& client, const std::string& study_id, OutputFormat 
   absl::StatusOr<v1::Study> final_state = client.GetStudy(study_id);
   if (!final_state.ok()) return ServerError(io, final_state.status());
   *io.out << FormatStudy(*final_state, format, warnings);
+  if (compare && format == OutputFormat::kTable) PrintComparison(client, study_id, io);
   io.out->flush();
   int failed = 0;
   for (const v1::Job& j : final_state->jobs()) {
@@ -97,13 +117,15 @@ int DoSubmit(const SubmitCommand& cmd, MedprofClient& client, const CliIo& io, c
   if (cmd.format != OutputFormat::kJson) {
     for (const std::string& w : r->warnings()) *io.err << "medprof: warning: " << w << "\n";
   }
-  // With --wait, JSON and CSV print one document at the end; the table also says what was queued.
-  if (!cmd.wait || cmd.format == OutputFormat::kTable) {
+  // With --wait, JSON and CSV print one document at the end; the table also says what was queued,
+  // unless the live block on the terminal says it (a printed "N jobs queued" went stale above it).
+  if (!cmd.wait || (cmd.format == OutputFormat::kTable && !io.err_is_tty)) {
     *io.out << FormatSubmit(*r, cmd.format);
     io.out->flush();
   }
   if (!cmd.wait) return kExitOk;
-  return WatchToEnd(client, r->study_id(), cmd.format, {r->warnings().begin(), r->warnings().end()}, io, policy);
+  return WatchToEnd(client, r->study_id(), cmd.format, {r->warnings().begin(), r->warnings().end()}, io, policy,
+                    cmd.compare);
 }
 
 // Writes the HTML report to the file (through a temporary beside it, renamed when complete, so
@@ -185,6 +207,51 @@ int DoExport(const ExportCommand& c, MedprofClient& client, const CliIo& io) {
 
 // Largest export read (the raw page of a few thousand launches with every section is ~50 MB).
 constexpr size_t kMaxImportFileBytes = size_t{1} << 30;
+
+// One request carries the whole file: the server's default receive limit.
+constexpr size_t kMaxUploadBytes = size_t{16} << 20;
+
+int DoUpload(const UploadCommand& c, MedprofClient& client, const CliIo& io) {
+  absl::StatusOr<std::unique_ptr<ResultReader>> reader = ResultReader::OpenFile(c.file);
+  if (!reader.ok()) {
+    *io.err << "medprof: upload: " << reader.status().message() << "\n";
+    return kExitUsage;
+  }
+  v1::UploadRunRequest request;
+  request.set_study_id(c.study_id);
+  for (;;) {
+    v1::WorkerMessage m;
+    absl::StatusOr<bool> more = (*reader)->Next(&m);
+    if (!more.ok()) {
+      *io.err << "medprof: upload: " << c.file << ": record " << request.messages_size() << ": "
+              << more.status().message() << "\n";
+      return kExitUsage;
+    }
+    if (!*more) break;
+    *request.add_messages() = std::move(m);
+  }
+  if (request.ByteSizeLong() > kMaxUploadBytes) {
+    *io.err << "medprof: upload: " << c.file << " holds " << request.ByteSizeLong() << " bytes of records (allowed at most "
+            << kMaxUploadBytes << " in one upload)\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<v1::UploadRunResponse> r = client.UploadRun(request);
+  if (!r.ok()) return ServerError(io, r.status());
+  if (c.format == OutputFormat::kJson) {
+    nlohmann::ordered_json j;
+    j["run_id"] = r->run_id();
+    j["study_id"] = r->study_id();
+    j["job_id"] = r->job_id();
+    j["preset"] = r->preset();
+    j["gpu"] = r->gpu();
+    j["steps"] = r->steps();
+    *io.out << j.dump(2) << "\n";
+  } else {
+    *io.out << "run " << r->run_id() << " (" << r->preset() << " on " << r->gpu() << ", " << r->steps()
+            << " steps) stored in study " << r->study_id() << "\n";
+  }
+  return kExitOk;
+}
 
 int DoImportNcu(const ImportNcuCommand& c, MedprofClient& client, const CliIo& io) {
   // Streamed: one record in memory at a time, the aggregate bounded by the request size, and a
@@ -314,6 +381,7 @@ int Execute(const Command& command, MedprofClient* client, const CliIo& io, cons
           },
           [&](const ReportCommand& c) { return DoReport(c, *client, io); },
           [&](const ImportNcuCommand& c) { return DoImportNcu(c, *client, io); },
+          [&](const UploadCommand& c) { return DoUpload(c, *client, io); },
           [&](const KernelsCommand& c) {
             auto r = client->ListKernels(c.request);
             if (!r.ok()) return ServerError(io, r.status());

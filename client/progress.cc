@@ -4,6 +4,8 @@
 #include <array>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
 #include "client/format.h"
 #include "client/text_table.h"
@@ -16,6 +18,9 @@ constexpr int kBarCells = 20;
 bool Terminal(v1::JobState s) {
   return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_CANCELLED;
 }
+
+// queued 0 < running 1 < ended 2.
+int StateRank(v1::JobState s) { return Terminal(s) ? 2 : s == v1::JOB_RUNNING ? 1 : 0; }
 
 std::string JobLabel(const JobProgress& j) {
   std::string label = absl::StrCat(j.preset, " ", TargetLabel(j.target));
@@ -75,36 +80,85 @@ bool ProgressTracker::Apply(const v1::StudyEvent& event) {
   if (any_event_ && event.event_id() <= last_event_id_) return false;
   any_event_ = true;
   last_event_id_ = event.event_id();
-  if (!event.job_id().empty()) {
-    JobProgress* j = FindOrAdd(event.job_id());
-    if (!event.run_id().empty() && event.run_id() != j->run_id) {
-      // A new attempt starts from scratch.
-      j->run_id = event.run_id();
-      j->stage.clear();
-      j->step = j->total = 0;
-      j->message.clear();
-    }
-    if (event.job_state() != v1::JOB_STATE_UNSPECIFIED && event.job_state() != j->state) {
-      if (event.job_state() == v1::JOB_QUEUED) {  // requeued: the progress of the lost run is void
-        j->stage.clear();
-        j->step = j->total = 0;
-      }
-      j->state = event.job_state();
-      j->message.clear();  // a message belongs to the state it came with
-    }
-    if (event.has_progress()) {
-      const v1::Progress& p = event.progress();
-      j->stage = p.stage();
-      j->step = p.step();
-      j->total = p.total();
-      if (!p.message().empty()) j->message = p.message();
-      // A progress report means a run is under way, whatever the last state event said.
-      if (j->state == v1::JOB_QUEUED || j->state == v1::JOB_STATE_UNSPECIFIED) j->state = v1::JOB_RUNNING;
-    }
-    if (!event.message().empty()) j->message = event.message();
-  }
+  if (!event.job_id().empty()) ApplyToJob(event, *FindOrAdd(event.job_id()));
   if (event.study_finished()) finished_ = true;
   return true;
+}
+
+void ProgressTracker::ApplyToJob(const v1::StudyEvent& event, JobProgress& j) {
+  const v1::JobState to = event.job_state();
+  const bool requeue = to == v1::JOB_QUEUED && j.state == v1::JOB_RUNNING && !event.run_id().empty() &&
+                       event.run_id() == j.run_id;
+  // A replayed event older than the snapshot would move the job back: only a requeue may.
+  const bool stale = to != v1::JOB_STATE_UNSPECIFIED && StateRank(to) < StateRank(j.state) && !requeue;
+  if (stale) return;
+  if (!event.run_id().empty() && event.run_id() != j.run_id) {
+    // A new attempt starts from scratch.
+    j.run_id = event.run_id();
+    j.stage.clear();
+    j.step = j.total = 0;
+    j.message.clear();
+    j.run_started_ms = j.last_report_ms = 0;
+    j.last_step_ms = -1;
+    j.agent.clear();
+  }
+  if (to != v1::JOB_STATE_UNSPECIFIED && to != j.state) {
+    if (to == v1::JOB_QUEUED) {  // requeued: the progress of the lost run is void
+      j.stage.clear();
+      j.step = j.total = 0;
+      j.last_step_ms = -1;
+    }
+    j.requeued = requeue || (j.requeued && to == v1::JOB_QUEUED);
+    if (to == v1::JOB_RUNNING) j.run_started_ms = event.unix_ms();
+    if (Terminal(to)) j.ended_ms = event.unix_ms();
+    j.state = to;
+    j.message.clear();  // a message belongs to the state it came with
+  }
+  if (to == v1::JOB_RUNNING && !event.has_progress()) {
+    // The lease: its message names the agent (kept in its own column, not as the message).
+    const std::string agent = AgentFromLeaseMessage(event.message());
+    if (!agent.empty()) j.agent = agent;
+    return;
+  }
+  if (event.has_progress()) ApplyProgress(event, j);
+  if (!event.message().empty()) j.message = event.message();
+}
+
+void ProgressTracker::ApplyProgress(const v1::StudyEvent& event, JobProgress& j) {
+  const v1::Progress& p = event.progress();
+  if (p.stage() == "measure" && j.stage == "measure" && p.step() > j.step && j.last_report_ms > 0 &&
+      event.unix_ms() >= j.last_report_ms) {
+    j.last_step_ms = (event.unix_ms() - j.last_report_ms) / (p.step() - j.step);
+  }
+  if (p.stage() == "measure") j.last_report_ms = event.unix_ms();
+  j.stage = p.stage();
+  j.step = p.step();
+  j.total = p.total();
+  if (!p.message().empty()) j.message = p.message();
+  // A progress report means a run is under way, whatever the last state event said.
+  if (j.state == v1::JOB_QUEUED || j.state == v1::JOB_STATE_UNSPECIFIED) {
+    j.state = v1::JOB_RUNNING;
+    j.requeued = false;
+    if (j.run_started_ms == 0) j.run_started_ms = event.unix_ms();
+  }
+}
+
+std::string ShortDuration(int64_t ms) {
+  if (ms < 0) return "-";
+  if (ms < 1000) return absl::StrCat(ms, "ms");
+  if (ms < 60'000) return absl::StrFormat("%.1fs", static_cast<double>(ms) / 1000.0);
+  const int64_t s = ms / 1000;
+  if (s < 3600) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
+}
+
+std::string AgentFromLeaseMessage(const std::string& message) {
+  const std::string kOn = " on agent ";
+  const size_t at = message.find(kOn);
+  if (at == std::string::npos) return "";
+  const size_t from = at + kOn.size();
+  const size_t end = message.find(" (", from);
+  return message.substr(from, end == std::string::npos ? std::string::npos : end - from);
 }
 
 std::string RenderBar(int step, int total, int cells, bool done) {
@@ -117,9 +171,93 @@ std::string RenderBar(int step, int total, int cells, bool done) {
   return absl::StrCat("[", std::string(filled, '#'), std::string(cells - filled, '-'), "]");
 }
 
-std::vector<std::string> RenderProgressLines(const std::string& study_id,
-                                             const ProgressTracker& tracker, int width,
-                                             int max_job_lines) {
+namespace {
+
+// The terminal block's columns: fixed widths, so a frame never shifts the one before it. The
+// bar is a column only where the width leaves room for it (a wide terminal, or no limit).
+struct Column {
+  const char* title;
+  int width;
+  bool right;
+};
+constexpr Column kColumns[] = {{"PRESET", 8, false}, {"TARGET", 10, false}, {"STATE", 9, false},
+                               {"PHASE", 7, false},  {"STEP", 7, true},     {"LAST", 6, true},
+                               {"ELAPSED", 7, true}, {"ETA", 6, true}};
+constexpr int kBarWidth = kBarCells + 2 + 5;  // "[####...] 100%"
+constexpr int kWideEnoughForBar = 100;
+
+std::string Fit(const std::string& text, const Column& c) {
+  const std::string clipped = ClipToWidth(text, c.width);
+  const size_t pad = static_cast<size_t>(c.width) - std::min<size_t>(DisplayWidth(clipped), c.width);
+  return c.right ? std::string(pad, ' ') + clipped : clipped + std::string(pad, ' ');
+}
+
+std::string StateLabel(const JobProgress& j) {
+  return j.state == v1::JOB_QUEUED && j.requeued ? std::string("requeued") : std::string(JobStateName(j.state));
+}
+
+// The cells of one job, in kColumns order, then the bar.
+std::vector<std::string> JobCells(const JobProgress& j, int64_t now_ms) {
+  const bool running = j.state == v1::JOB_RUNNING;
+  const bool measuring = running && j.stage == "measure" && j.total > 0;
+  std::string elapsed = "-", eta = "-", last = "-", step = "", bar = "";
+  if (j.run_started_ms > 0 && (running || j.ended_ms > 0)) {
+    elapsed = ShortDuration((running ? now_ms : j.ended_ms) - j.run_started_ms);
+  }
+  if (measuring) {
+    step = absl::StrCat(j.step, "/", j.total);
+    bar = absl::StrCat(RenderBar(j.step, j.total, kBarCells, false), " ",
+                       std::clamp(j.step * 100 / j.total, 0, 100), "%");
+    if (j.last_step_ms >= 0) eta = ShortDuration(j.last_step_ms * std::max(0, j.total - j.step));
+  }
+  if (j.last_step_ms >= 0 && (running || j.state == v1::JOB_SUCCEEDED)) last = ShortDuration(j.last_step_ms);
+  const std::string target =
+      j.repeat > 0 ? absl::StrCat(TargetLabel(j.target), " r", j.repeat) : TargetLabel(j.target);
+  const std::string phase = running ? j.stage : j.state == v1::JOB_SUCCEEDED ? "done" : "";
+  return {j.preset, target, StateLabel(j), phase, step, last, elapsed, eta, bar};
+}
+
+// The job lines to show: all, or (over the limit) running, failed, queued first, in study
+// order, with the count of the others.
+std::vector<size_t> ShownJobs(const std::vector<JobProgress>& all, int max_lines, size_t* hidden) {
+  std::vector<size_t> shown(all.size());
+  for (size_t i = 0; i < all.size(); ++i) shown[i] = i;
+  *hidden = 0;
+  if (max_lines <= 0 || all.size() <= static_cast<size_t>(max_lines)) return shown;
+  auto rank = [](v1::JobState s) {
+    switch (s) {
+      case v1::JOB_RUNNING: return 0;
+      case v1::JOB_FAILED: return 1;
+      case v1::JOB_QUEUED: return 2;
+      case v1::JOB_CANCELLED: return 3;
+      default: return 4;
+    }
+  };
+  std::stable_sort(shown.begin(), shown.end(), [&](size_t a, size_t b) { return rank(all[a].state) < rank(all[b].state); });
+  const size_t keep = static_cast<size_t>(std::max(1, max_lines - 1));
+  *hidden = shown.size() - keep;
+  shown.resize(keep);
+  std::sort(shown.begin(), shown.end());
+  return shown;
+}
+
+// Cells joined at fixed widths; the agent (and a failure or requeue cause) after them.
+std::string JoinRow(const std::vector<std::string>& cells, bool with_bar, const std::string& tail) {
+  std::string line;
+  for (size_t c = 0; c < std::size(kColumns); ++c) {
+    if (c > 0) line += " ";
+    line += Fit(cells[c], kColumns[c]);
+  }
+  if (with_bar) line += " " + Fit(cells.back(), Column{"", kBarWidth, false});
+  line += " " + tail;
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
+}
+
+}  // namespace
+
+std::vector<std::string> RenderProgressLines(const std::string& study_id, const ProgressTracker& tracker, int width,
+                                             int max_job_lines, int64_t now_ms) {
   std::vector<std::string> parts;
   for (v1::JobState st : {v1::JOB_RUNNING, v1::JOB_QUEUED, v1::JOB_SUCCEEDED, v1::JOB_FAILED, v1::JOB_CANCELLED}) {
     const int n = tracker.Count(st);
@@ -128,92 +266,40 @@ std::vector<std::string> RenderProgressLines(const std::string& study_id,
   std::vector<std::string> lines;
   lines.push_back(ClipToWidth(
       absl::StrCat("study ", study_id, ": ", parts.empty() ? "no jobs" : absl::StrJoin(parts, ", ")), width));
-
-  // Cells per job, then pad each column to its widest cell.
-  // Which jobs get a line.
-  const std::vector<JobProgress>& all = tracker.jobs();
-  std::vector<size_t> shown(all.size());
-  for (size_t i = 0; i < all.size(); ++i) shown[i] = i;
+  const bool with_bar = width == 0 || width >= kWideEnoughForBar;
+  std::vector<std::string> titles;
+  for (const Column& c : kColumns) titles.push_back(c.title);
+  titles.push_back("");
+  lines.push_back(ClipToWidth(JoinRow(titles, with_bar, "AGENT"), width));
   size_t hidden = 0;
-  if (max_job_lines > 0 && all.size() > static_cast<size_t>(max_job_lines)) {
-    auto rank = [](v1::JobState s) {
-      switch (s) {
-        case v1::JOB_RUNNING: return 0;
-        case v1::JOB_FAILED: return 1;
-        case v1::JOB_QUEUED: return 2;
-        case v1::JOB_CANCELLED: return 3;
-        default: return 4;
-      }
-    };
-    std::stable_sort(shown.begin(), shown.end(),
-                     [&](size_t a, size_t b) { return rank(all[a].state) < rank(all[b].state); });
-    const size_t keep = static_cast<size_t>(std::max(1, max_job_lines - 1));
-    hidden = shown.size() - keep;
-    shown.resize(keep);
-    std::sort(shown.begin(), shown.end());
-  }
-
-  constexpr int kCols = 7;
-  std::vector<std::array<std::string, kCols>> rows;
-  for (size_t index : shown) {
+  const std::vector<JobProgress>& all = tracker.jobs();
+  for (size_t index : ShownJobs(all, max_job_lines > 0 ? max_job_lines - 1 : 0, &hidden)) {
     const JobProgress& j = all[index];
-    std::array<std::string, kCols> r;
-    r[0] = j.preset;
-    r[1] = j.repeat > 0 ? absl::StrCat(TargetLabel(j.target), " r", j.repeat) : TargetLabel(j.target);
-    r[2] = JobStateName(j.state);
-    if (j.state == v1::JOB_RUNNING) {
-      r[3] = j.stage;
-      if (j.total > 0) {
-        r[4] = absl::StrCat(j.step, "/", j.total);
-        r[5] = absl::StrCat(RenderBar(j.step, j.total, kBarCells, false), " ",
-                            std::clamp(j.step * 100 / j.total, 0, 100), "%");
-      }
-    } else if (j.state == v1::JOB_SUCCEEDED) {
-      r[3] = "done";
-      r[5] = absl::StrCat(RenderBar(0, 0, kBarCells, true), " 100%");
-    }
-    if (j.state == v1::JOB_FAILED || j.state == v1::JOB_CANCELLED || j.state == v1::JOB_QUEUED) {
-      r[6] = j.message;
-    }
-    rows.push_back(std::move(r));
-  }
-  std::array<size_t, kCols> w{};
-  for (const auto& r : rows) {
-    for (int c = 0; c < kCols - 1; ++c) w[c] = std::max(w[c], DisplayWidth(r[c]));
-  }
-  for (const auto& r : rows) {
-    // Identity and state aligned; stage, step and bar aligned where the job has them; the
-    // message (failure cause, requeue reason) follows whatever came last.
-    const bool has_stage = !r[3].empty() || !r[4].empty() || !r[5].empty();
-    std::string line;
-    for (int c = 0; c < (has_stage ? kCols - 1 : 3); ++c) {
-      if (w[c] == 0) continue;
-      if (!line.empty()) line += "  ";
-      const size_t pad = w[c] - DisplayWidth(r[c]);
-      if (c == 4) line.append(pad, ' ');  // step/total right-aligned
-      line += r[c];
-      if (c != 4) line.append(pad, ' ');
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    if (!r[6].empty()) line += "  " + r[6];
-    lines.push_back(ClipToWidth(line, width));
+    std::string tail = j.agent;
+    const bool cause = j.state == v1::JOB_FAILED || j.state == v1::JOB_CANCELLED || j.requeued;
+    if (cause && !j.message.empty()) tail = tail.empty() ? j.message : absl::StrCat(tail, ": ", j.message);
+    lines.push_back(ClipToWidth(JoinRow(JobCells(j, now_ms), with_bar, tail), width));
   }
   if (hidden > 0) lines.push_back(ClipToWidth(absl::StrCat("\u2026 ", hidden, " more jobs not shown"), width));
   return lines;
 }
 
 std::string RenderPlainLine(const JobProgress& j) {
-  std::string line = absl::StrCat("job ", j.job_id, " ", JobLabel(j), ": ", JobStateName(j.state));
+  std::string line = absl::StrCat("job ", j.job_id, " ", JobLabel(j), ": ", StateLabel(j));
   if (j.state == v1::JOB_RUNNING && !j.stage.empty()) {
     absl::StrAppend(&line, " ", j.stage);
     if (j.total > 0) absl::StrAppend(&line, " ", j.step, "/", j.total);
   }
+  if (j.state == v1::JOB_RUNNING && !j.agent.empty()) absl::StrAppend(&line, " on ", j.agent);
   if (!j.message.empty() && (j.state != v1::JOB_SUCCEEDED)) absl::StrAppend(&line, ": ", j.message);
   return line;
 }
 
-ProgressView::ProgressView(std::ostream* out, bool tty, int width, int max_job_lines)
-    : out_(out), tty_(tty), width_(width), max_job_lines_(max_job_lines) {}
+ProgressView::ProgressView(std::ostream* out, bool tty, int width, int max_job_lines,
+                           std::function<int64_t()> now_ms)
+    : out_(out), tty_(tty), width_(width), max_job_lines_(max_job_lines), now_ms_(std::move(now_ms)) {
+  if (!now_ms_) now_ms_ = [] { return absl::ToUnixMillis(absl::Now()); };
+}
 
 void ProgressView::Start(const std::string& study_id,
                          const google::protobuf::RepeatedPtrField<v1::Job>& jobs) {
@@ -270,7 +356,7 @@ void ProgressView::Finish() {
 }
 
 void ProgressView::Redraw() {
-  const std::vector<std::string> lines = RenderProgressLines(study_id_, tracker_, width_, max_job_lines_);
+  const std::vector<std::string> lines = RenderProgressLines(study_id_, tracker_, width_, max_job_lines_, now_ms_());
   std::string buf;
   if (lines_drawn_ > 0) buf += absl::StrCat("\x1b[", lines_drawn_, "F");
   for (const std::string& l : lines) buf += absl::StrCat("\x1b[2K", l, "\n");

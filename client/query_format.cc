@@ -41,10 +41,23 @@ std::string CategoriesText(const v1::CompareCell& c) {
   return absl::StrJoin(parts, ", ");
 }
 
-std::string CategoriesCsv(const v1::CompareCell& c) {
-  std::vector<std::string> parts;
-  for (const auto& cat : c.categories()) parts.push_back(absl::StrCat(cat.category(), ":", Num(cat.share())));
-  return absl::StrJoin(parts, ";");
+bool HasInterval(const v1::CompareCell& c) { return !c.interval_method().empty(); }
+
+// "2.50x (2.10-2.90)", "0.96x (0.39-2.83) not significant", "1.00x (reference)" for the cell the
+// others are measured against, "2.50x" from a server without intervals.
+std::string SpeedupText(double speedup, bool has_ci, const v1::SpeedupInterval& ci) {
+  const std::string x = absl::StrCat(Fixed(speedup, 2), "x");
+  if (!has_ci) return x;
+  return absl::StrCat(x, " (", Fixed(ci.lo(), 2), "-", Fixed(ci.hi(), 2), ")", ci.significant() ? "" : " not significant");
+}
+
+Json SpeedupCiJson(bool has, const v1::SpeedupInterval& ci) {
+  if (!has) return Json(nullptr);
+  Json o;
+  o["lo"] = ci.lo();
+  o["hi"] = ci.hi();
+  o["significant"] = ci.significant();
+  return o;
 }
 
 std::string StallsText(const v1::CellStalls& s, size_t top) {
@@ -175,6 +188,98 @@ std::vector<std::string> MergeLayerNotes(const google::protobuf::RepeatedPtrFiel
   return out;
 }
 
+// "100.00 (95.50-110.25)": the median and its 95 % interval (the median alone from a server
+// without intervals).
+std::string MedianText(const v1::CompareCell& c) {
+  if (!HasInterval(c)) return Fixed(c.step_ms_median(), 2);
+  return absl::StrCat(Fixed(c.step_ms_median(), 2), " (", Fixed(c.step_ms_ci_lo(), 2), "-", Fixed(c.step_ms_ci_hi(), 2),
+                      ")");
+}
+
+constexpr char kIntervalLegend[] =
+    "95% CI: bootstrap interval (runs resampled first, then their steps); a speedup whose interval holds 1.00 is "
+    "not significant\n";
+
+// A float for CSV: counters (>= 1e5) whole, the rest with 6 significant digits (79.595, not
+// 79.59498500000001).
+std::string CsvNum(double v) {
+  if (std::fabs(v) >= 1e5) return absl::StrFormat("%.0f", v);
+  return absl::StrFormat("%.6g", v);
+}
+
+// compare --format csv: one long table, a row per cell x measure (x item: a category, stall
+// reason, kernel, note). Columns: the cell's keys, then measure, item, value, ci_lo, ci_hi,
+// significant (yes|no|empty), text.
+class CompareCsvWriter {
+ public:
+  explicit CompareCsvWriter(std::string study_id) : study_id_(std::move(study_id)) {}
+  std::string Take() { return std::move(out_); }
+  void Header() {
+    out_ += CsvLine({"study_id", "gpu", "preset", "phase", "n", "steps", "measure", "item", "value", "ci_lo", "ci_hi",
+                     "significant", "text"});
+  }
+  void Cell(const v1::CompareCell& c) { cell_ = &c; }
+  void Value(const std::string& measure, const std::string& item, double v) { Row(measure, item, CsvNum(v), "", "", "", ""); }
+  void WithCi(const std::string& measure, double v, double lo, double hi, const char* significant) {
+    Row(measure, "", CsvNum(v), CsvNum(lo), CsvNum(hi), significant, "");
+  }
+  void Text(const std::string& measure, const std::string& item, const std::string& text) {
+    Row(measure, item, "", "", "", "", text);
+  }
+
+ private:
+  void Row(const std::string& measure, const std::string& item, const std::string& value, const std::string& lo,
+           const std::string& hi, const std::string& significant, const std::string& text) {
+    const v1::CompareCell& c = *cell_;
+    out_ += CsvLine({c.study_id().empty() ? study_id_ : c.study_id(), c.gpu(), c.preset(), config::PhaseName(c.phase()),
+                     absl::StrCat(c.n()), absl::StrCat(c.steps()), measure, item, value, lo, hi, significant, text});
+  }
+  const v1::CompareCell* cell_ = nullptr;
+  std::string study_id_;  // of a one-study compare (cells then carry none)
+  std::string out_;
+};
+
+void SpeedupCsv(CompareCsvWriter& w, const char* measure, double v, bool has_ci, const v1::SpeedupInterval& ci) {
+  if (has_ci) {
+    w.WithCi(measure, v, ci.lo(), ci.hi(), ci.significant() ? "yes" : "no");
+  } else {
+    w.Value(measure, "", v);  // the reference cell itself
+  }
+}
+
+std::string CompareCsv(const v1::CompareResponse& r) {
+  CompareCsvWriter w(r.study_id());
+  w.Header();
+  for (const auto& c : r.cells()) {
+    w.Cell(c);
+    if (HasInterval(c)) {
+      w.WithCi("step_ms_median", c.step_ms_median(), c.step_ms_ci_lo(), c.step_ms_ci_hi(), "");
+      w.Text("interval_method", "", c.interval_method());
+    } else {
+      w.Value("step_ms_median", "", c.step_ms_median());
+    }
+    w.Value("step_ms_p10", "", c.step_ms_p10());
+    w.Value("step_ms_p90", "", c.step_ms_p90());
+    if (c.has_baseline()) SpeedupCsv(w, "speedup_vs_baseline", c.speedup_vs_baseline(), c.has_speedup_ci(), c.speedup_ci());
+    if (c.has_study_baseline()) {
+      SpeedupCsv(w, "speedup_vs_first_study", c.speedup_vs_first_study(), c.has_speedup_study_ci(), c.speedup_study_ci());
+    }
+    if (c.has_gpu_baseline()) {
+      SpeedupCsv(w, "speedup_vs_baseline_gpu", c.speedup_vs_baseline_gpu(), c.has_speedup_gpu_ci(), c.speedup_gpu_ci());
+    }
+    for (const auto& cat : c.categories()) w.Value(absl::StrCat("share_", c.time_source()), cat.category(), cat.share());
+    for (const MetricField& f : MetricFields()) {
+      if ((c.metrics().*f.has)()) w.Value(f.name, "", (c.metrics().*f.get)());
+    }
+    if (!c.metrics().collected()) w.Text("metrics", "", c.metrics().not_collected());
+    for (const auto& st : c.stalls().shares()) w.Value("stall_share", st.name(), st.share());
+    if (!c.stalls().collected()) w.Text("stalls", "", c.stalls().not_collected());
+    for (const auto& k : c.top_kernels()) w.Value("kernel_priority", k.name(), k.priority());
+    for (const auto& n : c.notes()) w.Text("note", "", n);
+  }
+  return w.Take();
+}
+
 }  // namespace
 
 std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
@@ -185,9 +290,11 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
       o["baseline"] = BaselineOf(r);
       o["baseline_gpu"] = r.baseline_gpu().empty() ? Json(nullptr) : Json(r.baseline_gpu());
       o["runs_compared"] = r.runs_compared();
+      if (r.study_ids_size() > 0) o["study_ids"] = Json(std::vector<std::string>(r.study_ids().begin(), r.study_ids().end()));
       o["cells"] = Json::array();
       for (const auto& c : r.cells()) {
         Json e;
+        if (r.study_ids_size() > 0) e["study_id"] = c.study_id();
         e["gpu"] = c.gpu();
         e["preset"] = c.preset();
         e["phase"] = config::PhaseName(c.phase());
@@ -196,8 +303,16 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
         e["step_ms_median"] = c.step_ms_median();
         e["step_ms_p10"] = c.step_ms_p10();
         e["step_ms_p90"] = c.step_ms_p90();
+        e["step_ms_ci95"] = HasInterval(c) ? Json::array({c.step_ms_ci_lo(), c.step_ms_ci_hi()}) : Json(nullptr);
+        e["interval_method"] = HasInterval(c) ? Json(c.interval_method()) : Json(nullptr);
         e["speedup_vs_baseline"] = c.has_baseline() ? Json(c.speedup_vs_baseline()) : Json(nullptr);
+        e["speedup_ci95"] = SpeedupCiJson(c.has_speedup_ci(), c.speedup_ci());
         e["speedup_vs_baseline_gpu"] = c.has_gpu_baseline() ? Json(c.speedup_vs_baseline_gpu()) : Json(nullptr);
+        e["speedup_gpu_ci95"] = SpeedupCiJson(c.has_speedup_gpu_ci(), c.speedup_gpu_ci());
+        if (r.study_ids_size() > 0) {
+          e["speedup_vs_first_study"] = c.has_study_baseline() ? Json(c.speedup_vs_first_study()) : Json(nullptr);
+          e["speedup_study_ci95"] = SpeedupCiJson(c.has_speedup_study_ci(), c.speedup_study_ci());
+        }
         e["time_source"] = c.time_source();
         e["categories"] = Json::array();
         for (const auto& cat : c.categories()) {
@@ -217,41 +332,22 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
       }
       return o.dump(2) + "\n";
     }
-    case OutputFormat::kCsv: {
-      std::vector<std::string> header = {"gpu", "preset", "phase", "n", "steps", "step_ms_median", "step_ms_p10",
-                                         "step_ms_p90", "speedup_vs_baseline", "time_source", "categories", "notes",
-                                         "speedup_vs_baseline_gpu"};
-      for (const MetricField& f : MetricFields()) header.push_back(f.name);
-      header.insert(header.end(), {"metrics_note", "stalls", "stalls_note", "top_kernels"});
-      std::string out = CsvLine(header);
-      for (const auto& c : r.cells()) {
-        std::vector<std::string> row = {c.gpu(), c.preset(), config::PhaseName(c.phase()), absl::StrCat(c.n()),
-                                        absl::StrCat(c.steps()), Num(c.step_ms_median()), Num(c.step_ms_p10()),
-                                        Num(c.step_ms_p90()), c.has_baseline() ? Num(c.speedup_vs_baseline()) : "",
-                                        c.time_source(), CategoriesCsv(c), absl::StrJoin(c.notes(), "; "),
-                                        c.has_gpu_baseline() ? Num(c.speedup_vs_baseline_gpu()) : ""};
-        for (const MetricField& f : MetricFields()) {
-          row.push_back((c.metrics().*f.has)() ? Num((c.metrics().*f.get)()) : "");
-        }
-        row.push_back(c.metrics().not_collected());
-        std::vector<std::string> stalls;
-        for (const auto& s : c.stalls().shares()) stalls.push_back(absl::StrCat(s.name(), ":", Num(s.share())));
-        row.push_back(absl::StrJoin(stalls, ";"));
-        row.push_back(c.stalls().not_collected());
-        std::vector<std::string> kernels;
-        for (const auto& k : c.top_kernels()) kernels.push_back(absl::StrCat(k.name(), ":", Num(k.priority())));
-        row.push_back(absl::StrJoin(kernels, ";"));
-        out += CsvLine(row);
-      }
-      return out;
-    }
+    case OutputFormat::kCsv:
+      return CompareCsv(r);
     case OutputFormat::kTable:
       break;
   }
   const bool cross_gpu = !r.baseline_gpu().empty();
-  std::vector<std::string> headers = {"GPU", "PRESET", "PHASE", "N", "STEPS", "STEP MS (P10-P90)", "SPEEDUP"};
+  const bool cross_study = r.study_ids_size() > 0;
+  std::vector<std::string> headers = {"GPU", "PRESET", "PHASE", "N", "STEPS", "MEDIAN MS (95% CI)", "SPEEDUP (95% CI)"};
   std::vector<Align> align = {Align::kLeft,  Align::kLeft,  Align::kLeft, Align::kRight,
                               Align::kRight, Align::kRight, Align::kRight};
+  if (cross_study) {
+    headers.insert(headers.begin(), "STUDY");
+    align.insert(align.begin(), Align::kLeft);
+    headers.push_back(absl::StrCat("VS ", r.study_ids(0)));
+    align.push_back(Align::kRight);
+  }
   if (cross_gpu) {
     headers.push_back(absl::StrCat("VS ", r.baseline_gpu()));
     align.push_back(Align::kRight);
@@ -269,9 +365,22 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
   for (const auto& c : r.cells()) {
     std::vector<std::string> row = {
         c.gpu(), c.preset(), config::PhaseName(c.phase()), absl::StrCat(c.n()), absl::StrCat(c.steps()),
-        absl::StrCat(Fixed(c.step_ms_median(), 2), " (", Fixed(c.step_ms_p10(), 2), "-", Fixed(c.step_ms_p90(), 2), ")"),
-        c.has_baseline() ? absl::StrCat(Fixed(c.speedup_vs_baseline(), 2), "x") : "-"};
-    if (cross_gpu) row.push_back(c.has_gpu_baseline() ? absl::StrCat(Fixed(c.speedup_vs_baseline_gpu(), 2), "x") : "-");
+        MedianText(c), !c.has_baseline()           ? std::string("-")
+                       : c.preset() == BaselineOf(r) ? absl::StrCat(Fixed(c.speedup_vs_baseline(), 2), "x (reference)")
+                                                     : SpeedupText(c.speedup_vs_baseline(), c.has_speedup_ci(), c.speedup_ci())};
+    if (cross_study) {
+      row.insert(row.begin(), c.study_id());
+      row.push_back(c.study_id() == r.study_ids(0) ? std::string("(reference)")
+                    : c.has_study_baseline()
+                        ? SpeedupText(c.speedup_vs_first_study(), c.has_speedup_study_ci(), c.speedup_study_ci())
+                        : std::string("-"));
+    }
+    if (cross_gpu) {
+      row.push_back(!c.has_gpu_baseline()            ? std::string("-")
+                    : c.gpu() == r.baseline_gpu() ? absl::StrCat(Fixed(c.speedup_vs_baseline_gpu(), 2), "x (reference)")
+                                                  : SpeedupText(c.speedup_vs_baseline_gpu(), c.has_speedup_gpu_ci(),
+                                                                c.speedup_gpu_ci()));
+    }
     row.push_back(c.time_source());
     row.push_back(c.categories_size() > 0 ? CategoriesText(c) : "-");
     t.AddRow(std::move(row));
@@ -302,11 +411,16 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
       }
     }
   }
-  std::string out = absl::StrCat(r.study_id().empty() ? "selected runs" : absl::StrCat("study ", r.study_id()),
+  const std::string what = cross_study  ? absl::StrCat("studies ", absl::StrJoin(r.study_ids(), ", "))
+                           : r.study_id().empty() ? std::string("selected runs")
+                                                  : absl::StrCat("study ", r.study_id());
+  std::string out = absl::StrCat(what,
                                  ", speedup vs ", BaselineOf(r), " on the same GPU and phase",
                                  cross_gpu ? absl::StrCat("; vs ", r.baseline_gpu(), " at the same preset") : "",
+                                 cross_study ? absl::StrCat("; vs study ", r.study_ids(0), " at the same GPU and preset") : "",
                                  "\n");
   out += t.Render();
+  if (std::any_of(r.cells().begin(), r.cells().end(), HasInterval)) out += kIntervalLegend;
   if (any_metrics) {
     out += "\nmetrics (SM cycles and instructions as ratios to " + BaselineOf(r) + "):\n" + mt.Render();
   }
@@ -445,6 +559,8 @@ std::string FormatDiff(const v1::DiffRunsResponse& r, OutputFormat format) {
       o["b_steps"] = r.b_steps();
       o["a_total_ns"] = r.a_total_ns();
       o["b_total_ns"] = r.b_total_ns();
+      o["a_step_ms_median"] = r.a_step_ms_median();
+      o["b_step_ms_median"] = r.b_step_ms_median();
       o["rows"] = Json::array();
       for (const auto& d : r.rows()) {
         Json e;
@@ -487,10 +603,13 @@ std::string FormatDiff(const v1::DiffRunsResponse& r, OutputFormat format) {
               d.a_ns() > 0 ? absl::StrCat(Fixed(d.ratio(), 2), "x") : "new", Percent(d.a_share()),
               Percent(d.b_share()), absl::StrCat(d.a_kernels(), "/", d.b_kernels())});
   }
-  std::string out = absl::StrCat("A = run ", r.run_a(), " (", Ms(r.a_total_ns()), " ms/step), B = run ", r.run_b(),
-                                 " (", Ms(r.b_total_ns()), " ms/step); ",
-                                 r.time_source() == "ops" ? "CPU op self time" : "GPU kernel time",
-                                 " per measured step, by op and category\n");
+  const std::string what = r.time_source() == "ops" ? "CPU op self time" : "GPU kernel time";
+  std::string out = absl::StrCat("A = run ", r.run_a(), ": median step ", Fixed(r.a_step_ms_median(), 2), " ms, ", what,
+                                 " summed ", Ms(r.a_total_ns()), " ms/step\n", "B = run ", r.run_b(), ": median step ",
+                                 Fixed(r.b_step_ms_median(), 2), " ms, ", what, " summed ", Ms(r.b_total_ns()),
+                                 " ms/step\n", what, " per measured step, by op and category (a sum of ",
+                                 r.time_source() == "ops" ? "op self times" : "kernel durations",
+                                 ", not the step time)\n");
   return out + t.Render();
 }
 

@@ -44,9 +44,12 @@ build_pkgs=(
 # Test tools. clang + libclang-rt-dev (libFuzzer, ASan, UBSan runtimes): scripts/fuzz.sh.
 # systemd: systemd-analyze verifies deploy/systemd/ (tests/deploy).
 # chromium: headless, renders the HTML report in tests/report (DevTools protocol on a pipe).
+# tmux: a real pseudo-terminal whose screen the progress test reads (tests/integration).
+# npm (Debian's, unless a Node.js with its own npm is installed: the two conflict): fetches the
+# speedscope trace viewer (below) that tests/report opens chrome-trace exports in.
 # munge slurmctld slurmd slurm-client: the single-node Slurm of tests/slurm (cluster.sh starts
 # it as root without systemd; Debian's packages are Slurm 22.05, munge 0.5.15).
-test_pkgs=(shellcheck python3 systemd chromium clang libclang-rt-dev munge slurmctld slurmd slurm-client)
+test_pkgs=(shellcheck python3 systemd chromium tmux clang libclang-rt-dev munge slurmctld slurmd slurm-client)
 runtime_pkgs=(libgrpc++1.51 libsqlite3-0 libopenblas0-pthread)
 if [ "${libtorch}" = 0 ]; then
   kept=()
@@ -64,4 +67,12 @@ if [ "$mode" = runtime ]; then
   $SUDO apt-get install -y -q --no-install-recommends "${runtime_pkgs[@]}"
 else
   $SUDO apt-get install -y -q --no-install-recommends "${build_pkgs[@]}" "${test_pkgs[@]}"
+  # speedscope, pinned: a static web app that runs from file:// with no network
+  # (tests/report/trace_viewer_test.cc looks for it here, or in $MEDPROF_SPEEDSCOPE_DIR).
+  tools=/opt/medprof-test-tools
+  if [ ! -f "$tools/node_modules/speedscope/dist/release/index.html" ]; then
+    command -v npm >/dev/null || $SUDO apt-get install -y -q --no-install-recommends npm
+    $SUDO mkdir -p "$tools"
+    $SUDO npm install --prefix "$tools" --no-audit --no-fund speedscope@1.25.0
+  fi
 fi

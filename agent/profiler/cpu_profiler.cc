@@ -7,7 +7,7 @@ namespace medprof::profiler {
 
 absl::StatusOr<std::unique_ptr<CpuProfiler>> CpuProfiler::Create(const CpuProfilerOptions& options) {
   std::unique_ptr<CpuProfiler> p(new CpuProfiler(options));
-  MEDPROF_ASSIGN_OR_RETURN(p->tracer_, OpTracer::Create(&p->tracker_, &p->ops_, nullptr));
+  MEDPROF_ASSIGN_OR_RETURN(p->tracer_, OpTracer::Create(&p->tracker_, &p->ops_, &p->timeline_));
   return p;
 }
 
@@ -21,6 +21,12 @@ absl::Status CpuProfiler::Stop() {
 }
 
 v1::OpAggregates CpuProfiler::Ops() const { return ops_.Snapshot(tracker_.measured_steps()); }
+
+std::vector<v1::WorkerMessage> CpuProfiler::Results() const {
+  std::vector<v1::WorkerMessage> out;
+  for (v1::Timeline& t : timeline_.Records()) *out.emplace_back().mutable_timeline() = std::move(t);
+  return out;
+}
 
 std::vector<v1::LayerStatus> CpuProfiler::Layers() const {
   return {MakeLayer(kLayerCpu, true), MakeLayer(kLayerTrace, false, options_.no_gpu_reason),

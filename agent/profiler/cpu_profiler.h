@@ -2,7 +2,8 @@
 //
 // Used when the workload runs on the CPU (no GPU, or --device cpu) and as the fallback when
 // CUPTI cannot trace (the workload may then still run on the GPU). Collects per-(op, phase)
-// counts, inclusive and self host time over measured steps through OpTracer. Layers: "cpu"
+// counts, inclusive and self host time over measured steps through OpTracer, and the raw host
+// timeline of the first measured steps (host_timeline.h; Results() sends it). Layers: "cpu"
 // ran; "trace", "sampling" and "metrics" did not, with `no_gpu_reason` as the cause.
 //
 // Thread safety: as Profiler (profiler.h). One started OpTracer per process: do not Start
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/profiler/host_timeline.h"
 #include "agent/profiler/op_aggregator.h"
 #include "agent/profiler/op_tracer.h"
 #include "agent/profiler/phase_tracker.h"
@@ -41,10 +43,24 @@ class CpuProfiler : public Profiler {
   void DescribeEnvironment(v1::Environment* env) const override;
   int measured_steps() const override { return tracker_.measured_steps(); }
 
-  void OnStepBegin(int index, bool measured) override { tracker_.BeginStep(index, measured); }
-  void OnStepEnd(const meddpm::StepReport& report) override { tracker_.EndStep(); }
-  void OnPhaseBegin(std::string_view name) override { tracker_.BeginPhase(name); }
-  void OnPhaseEnd(std::string_view name) override { tracker_.EndPhase(name); }
+  void OnStepBegin(int index, bool measured) override {
+    tracker_.BeginStep(index, measured);
+    timeline_.StepBegin();
+  }
+  void OnStepEnd(const meddpm::StepReport& report) override {
+    timeline_.StepEnd();  // while the step still counts as measured
+    tracker_.EndStep();
+  }
+  void OnPhaseBegin(std::string_view name) override {
+    tracker_.BeginPhase(name);
+    timeline_.PhaseBegin(name);
+  }
+  void OnPhaseEnd(std::string_view name) override {
+    timeline_.PhaseEnd(name);
+    tracker_.EndPhase(name);
+  }
+  // The host timeline (Timeline records), when any step was measured.
+  std::vector<v1::WorkerMessage> Results() const override;
 
  private:
   explicit CpuProfiler(const CpuProfilerOptions& options) : options_(options) {}
@@ -52,6 +68,7 @@ class CpuProfiler : public Profiler {
   const CpuProfilerOptions options_;
   PhaseTracker tracker_;
   OpAggregator ops_;
+  HostTimeline timeline_{&tracker_, &ops_};
   std::unique_ptr<OpTracer> tracer_;
 };
 

@@ -106,7 +106,7 @@ std::string CommonReason(const std::vector<std::string>& reasons) {
 ChartSpec StepTimeChart(const std::vector<CellView>& cells) {
   ChartSpec c;
   c.id = "step-time";
-  c.title = "Step time per GPU and preset (median, whiskers p10-p90)";
+  c.title = "Step time per GPU and preset (median; whiskers: its 95% interval; n = runs)";
   c.y_label = "step time (ms)";
   c.unit = "ms";
   c.series = PresetOrder(cells);
@@ -116,10 +116,15 @@ ChartSpec StepTimeChart(const std::vector<CellView>& cells) {
       c.notes.push_back(absl::StrCat(v.label, ": no measured steps"));
       continue;
     }
-    ChartPoint p{v.gpu_phase, v.cell->preset(), v.cell->step_ms_median(), v.cell->step_ms_p10(), v.cell->step_ms_p90(),
-                 absl::StrFormat("%s%s%s: median %.4g ms (p10 %.4g, p90 %.4g), n=%d runs, %d steps", v.cell->preset(),
-                                 kDot, v.gpu_phase, v.cell->step_ms_median(), v.cell->step_ms_p10(),
-                                 v.cell->step_ms_p90(), v.cell->n(), v.cell->steps())};
+    const bool ci = !v.cell->interval_method().empty();
+    ChartPoint p{v.gpu_phase, v.cell->preset(), v.cell->step_ms_median(),
+                 ci ? std::optional<double>(v.cell->step_ms_ci_lo()) : std::nullopt,
+                 ci ? std::optional<double>(v.cell->step_ms_ci_hi()) : std::nullopt,
+                 absl::StrFormat("%s%s%s: median %.4g ms (95%% interval %.4g-%.4g; p10 %.4g, p90 %.4g), n=%d runs, %d steps",
+                                 v.cell->preset(), kDot, v.gpu_phase, v.cell->step_ms_median(), v.cell->step_ms_ci_lo(),
+                                 v.cell->step_ms_ci_hi(), v.cell->step_ms_p10(), v.cell->step_ms_p90(), v.cell->n(),
+                                 v.cell->steps()),
+                 absl::StrCat("n=", v.cell->n())};
     c.points.push_back(std::move(p));
   }
   if (c.points.empty()) c.not_collected = "no cell has measured steps";
@@ -129,7 +134,8 @@ ChartSpec StepTimeChart(const std::vector<CellView>& cells) {
 ChartSpec SpeedupChart(const std::vector<CellView>& cells, const std::string& baseline) {
   ChartSpec c;
   c.id = "speedup";
-  c.title = absl::StrCat("Speedup vs ", baseline, " on the same GPU (baseline median / median)");
+  c.title = absl::StrCat("Speedup vs ", baseline,
+                         " on the same GPU (baseline median / median; whiskers: 95% interval; n = runs)");
   c.y_label = "speedup (x)";
   c.unit = "x";
   c.reference = 1.0;
@@ -140,7 +146,19 @@ ChartSpec SpeedupChart(const std::vector<CellView>& cells, const std::string& ba
       c.notes.push_back(absl::StrCat(v.label, ": no ", baseline, " cell on this GPU and phase"));
       continue;
     }
-    c.points.push_back({v.gpu_phase, v.cell->preset(), v.cell->speedup_vs_baseline()});
+    const v1::CompareCell& cell = *v.cell;
+    const bool ci = cell.has_speedup_ci();
+    const std::string sig = !ci ? "" : cell.speedup_ci().significant() ? "" : " (not significant)";
+    c.points.push_back({v.gpu_phase, cell.preset(), cell.speedup_vs_baseline(),
+                        ci ? std::optional<double>(cell.speedup_ci().lo()) : std::nullopt,
+                        ci ? std::optional<double>(cell.speedup_ci().hi()) : std::nullopt,
+                        absl::StrFormat("%s%s%s: %.2fx%s%s, n=%d runs", cell.preset(), kDot, v.gpu_phase,
+                                        cell.speedup_vs_baseline(),
+                                        ci ? absl::StrFormat(" (95%% interval %.2f-%.2f)", cell.speedup_ci().lo(),
+                                                             cell.speedup_ci().hi())
+                                           : "",
+                                        sig, cell.n()),
+                        absl::StrCat("n=", cell.n())});
   }
   if (c.points.empty()) c.not_collected = absl::StrCat("no ", baseline, " runs to compare against");
   return c;
@@ -308,23 +326,35 @@ std::vector<ChartSpec> Charts(const ReportInput& in) {
 
 std::string Opt(double v, const char* fmt) { return absl::StrFormat(fmt, v); }
 
+// "2.20 - 2.80", "0.49 - 1.45 <span class="ns">not significant</span>", or "-" (the reference cell,
+// or a server without intervals).
+std::string SpeedupCiCell(const v1::CompareCell& c) {
+  if (!c.has_speedup_ci()) return "-";
+  const v1::SpeedupInterval& i = c.speedup_ci();
+  return absl::StrCat(absl::StrFormat("%.2f - %.2f", i.lo(), i.hi()),
+                      i.significant() ? "" : " <span class=\"ns\">not significant</span>");
+}
+
 std::string CompareTable(const ReportInput& in) {
   std::string out =
       "<table id=\"compare-table\" class=\"data\">\n<thead><tr><th>GPU</th><th>preset</th><th>phase</th><th>runs</th>"
-      "<th>steps</th><th>median ms</th><th>p10-p90 ms</th><th>speedup</th><th>source</th><th>notes</th></tr></thead>\n"
-      "<tbody>\n";
+      "<th>steps</th><th>median ms</th><th>95% CI ms</th><th>p10-p90 ms</th><th>speedup</th><th>95% CI</th>"
+      "<th>source</th><th>notes</th></tr></thead>\n<tbody>\n";
   for (const v1::CompareCell& c : in.compare.cells()) {
     std::vector<std::string> notes(c.notes().begin(), c.notes().end());
     absl::StrAppend(&out, "<tr data-gpu=\"", E(c.gpu()), "\" data-preset=\"", E(c.preset()), "\"><td>", E(c.gpu()),
                     "</td><td>", E(c.preset()), "</td><td>", E(config::PhaseName(c.phase())), "</td><td class=\"num\">",
                     c.n(), "</td><td class=\"num\">", c.steps(), "</td><td class=\"num\">",
-                    Opt(c.step_ms_median(), "%.4g"), "</td><td class=\"num\">", Opt(c.step_ms_p10(), "%.4g"), " - ",
-                    Opt(c.step_ms_p90(), "%.4g"), "</td><td class=\"num\">",
-                    c.has_baseline() ? Opt(c.speedup_vs_baseline(), "%.2fx") : "-", "</td><td>", E(c.time_source()),
-                    "</td><td>", E(absl::StrJoin(notes, "; ")), "</td></tr>\n");
+                    Opt(c.step_ms_median(), "%.4g"), "</td><td class=\"num\">",
+                    c.interval_method().empty() ? std::string("-")
+                                                : absl::StrFormat("%.4g - %.4g", c.step_ms_ci_lo(), c.step_ms_ci_hi()),
+                    "</td><td class=\"num\">", Opt(c.step_ms_p10(), "%.4g"), " - ", Opt(c.step_ms_p90(), "%.4g"),
+                    "</td><td class=\"num\">", c.has_baseline() ? Opt(c.speedup_vs_baseline(), "%.2fx") : "-",
+                    "</td><td class=\"num\">", SpeedupCiCell(c), "</td><td>", E(c.time_source()), "</td><td>",
+                    E(absl::StrJoin(notes, "; ")), "</td></tr>\n");
   }
   if (in.compare.cells().empty()) {
-    absl::StrAppend(&out, "<tr><td colspan=\"10\">",
+    absl::StrAppend(&out, "<tr><td colspan=\"12\">",
                     in.compare_error.empty() ? "no succeeded run with measured steps yet"
                                              : E(absl::StrCat("compare failed: ", in.compare_error)),
                     "</td></tr>\n");
@@ -338,8 +368,18 @@ std::string Shorten(const std::string& name, size_t max) {
   return name.substr(0, max - 3) + "...";
 }
 
+// Kernels under this share of their cell's kernel time are left out of the priority table.
+constexpr double kMinKernelShare = 0.01;
+
 std::string PriorityTable(const ReportInput& in) {
-  std::string out =
+  std::string out = absl::StrFormat(
+      "<p class=\"meta\" id=\"priority-terms\">Kernels with at least %.0f%% of their cell's GPU kernel time. "
+      "<b>share</b>: the kernel's part of the cell's kernel time. <b>est. speedup</b>: the largest of its findings' "
+      "estimated gains on the kernel's own time (inefficiency &times; utilization of the limiting unit, Nsight "
+      "Compute's rule logic). <b>priority</b>: share &times; est. speedup, the expected gain on the whole step "
+      "&mdash; the ranking key.</p>\n",
+      kMinKernelShare * 100);
+  out +=
       "<table id=\"priority-table\" class=\"data\">\n<thead><tr><th>GPU</th><th>preset</th><th>phase</th><th>#</th>"
       "<th>kernel</th><th>category</th><th>share</th><th>priority</th><th>est. speedup</th><th>findings</th></tr>"
       "</thead>\n<tbody>\n";
@@ -353,8 +393,12 @@ std::string PriorityTable(const ReportInput& in) {
         notes.push_back(absl::StrCat(c.preset(), kDot, c.gpu(), " ", config::PhaseName(c.phase()), ": ",
                                      c.findings_note()));
       }
-      int rank = 0;
+      int rank = 0, below = 0;
       for (const v1::TopKernel& k : c.top_kernels()) {
+        if (k.share() < kMinKernelShare) {  // a kernel without a share that matters (0.0 %, 99 % "speedup")
+          ++below;
+          continue;
+        }
         std::vector<std::string> findings;
         for (const v1::KernelFinding& f : k.findings()) {
           findings.push_back(absl::StrFormat("%s: %s (est. %.1f%%)", f.rule(), f.finding(), f.speedup() * 100));
@@ -370,6 +414,11 @@ std::string PriorityTable(const ReportInput& in) {
                                          : E(absl::StrJoin(findings, "; ")),
                         "</td></tr>\n");
         ++rows;
+      }
+      if (below > 0) {
+        notes.push_back(absl::StrFormat("%s%s%s %s: %d listed kernel(s) under %.0f%% of the kernel time not shown",
+                                        c.preset(), kDot, c.gpu(), config::PhaseName(c.phase()), below,
+                                        kMinKernelShare * 100));
       }
     }
   } else {
@@ -461,6 +510,7 @@ figure.chart { margin: 16px 0 24px; } figcaption { font-weight: 600; margin-bott
 svg.chart-svg { background: #fff; border: 1px solid #e4e4e4; max-width: 100%; height: auto; }
 svg .grid { stroke: #eee; } svg .axis { stroke: #888; } svg .tick, svg .group-label, svg .legend { font-size: 11px; fill: #444; }
 svg .axis-label { font-size: 12px; fill: #333; } svg .whisker { stroke: #222; stroke-width: 1.5; }
+svg .bar-n { font-size: 10px; fill: #555; }
 svg .reference { stroke: #333; stroke-dasharray: 4 3; } svg .legend-item { cursor: pointer; }
 svg.dim-other .mark:not(.hl) { opacity: 0.25; }
 .not-collected { border: 1px dashed #b0b0b0; background: #fafafa; color: #666; padding: 28px; text-align: center; font-style: italic; }
@@ -469,6 +519,7 @@ table.data { border-collapse: collapse; font-size: 0.85em; margin: 8px 0; }
 table.data th, table.data td { border: 1px solid #ddd; padding: 3px 6px; vertical-align: top; }
 table.data th { background: #f3f3f3; text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .muted { color: #999; } code { font-size: 0.95em; word-break: break-all; }
+.ns { color: #a0522d; font-style: italic; white-space: nowrap; }
 )css";
 
 // Legend hover highlights a series; marks the document as rendered for tests and readers.
@@ -590,7 +641,10 @@ std::string RenderHtmlReport(const ReportInput& in) {
   absl::StrAppend(&out, "</section>\n");
 
   absl::StrAppend(&out, "<section id=\"compare\">\n<h2>Cells (GPU x preset x phase)</h2>\n", CompareTable(in),
-                  "</section>\n");
+                  "<p class=\"meta\" id=\"interval-legend\">95% CI: bootstrap interval of the median (runs "
+                  "resampled first, then their steps; one run: steps only). A speedup whose interval holds 1.00 is "
+                  "<span class=\"ns\">not significant</span>: the difference may be noise. Fewer than 3 runs or 5 "
+                  "steps per cell: see the cell's notes.</p>\n</section>\n");
   absl::StrAppend(&out, "<section id=\"figures\">\n<h2>Figures</h2>\n");
   for (const ChartSpec& c : Charts(in)) absl::StrAppend(&out, RenderChart(c));
   absl::StrAppend(&out, "</section>\n");

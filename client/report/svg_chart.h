@@ -12,6 +12,7 @@
 // Pure functions; thread-safe. All text is HTML-escaped here.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,8 +23,9 @@ struct ChartPoint {
   std::string group;   // x group (e.g. "NVIDIA H200 · train")
   std::string series;  // bar colour / legend entry (preset, category, stall reason, metric)
   double value = 0;
-  std::optional<double> low, high;  // whisker (e.g. p10..p90), grouped charts only
+  std::optional<double> low, high;  // whisker (e.g. a 95 % interval), grouped charts only
   std::string tooltip;              // <title> text; default "<series> · <group>: <value><unit>"
+  std::string below;                // text under the bar (e.g. "n=3"), grouped charts only
 };
 
 enum class ChartKind { kGrouped, kStacked };
@@ -46,8 +48,18 @@ struct ChartSpec {
 // The <figure> with the chart (or the panel) and its notes.
 std::string RenderChart(const ChartSpec& chart);
 
-// Colour of a series: taxonomy categories and presets have fixed colours, others a stable hash.
-std::string SeriesColor(const std::string& series);
+// The report's 19 colours (colour-blind safe as far as 19 can be: see the .cc).
+const std::vector<std::string>& Palette();
+// The fixed colour of a preset, taxonomy category, warp-stall reason or metric series — the same
+// in every chart and report — or nullopt for other names (GPUs).
+std::optional<std::string> FixedSeriesColor(const std::string& series);
+// Colours of one chart's series: the fixed one where it has one, else the first palette colour
+// not yet used in the chart, so no two series of a chart share a colour.
+std::map<std::string, std::string> ChartColors(const std::vector<std::string>& series);
+// The <svg> of a chart with data (RenderChart's inner part): sized to its content — each group
+// as wide as its bars or its label, the legend wrapped into as many rows as it needs.
+std::string RenderSvg(const ChartSpec& chart, const std::vector<std::string>& series,
+                      const std::vector<std::string>& groups);
 
 // Escapes &, <, >, " and ' for HTML text and attribute values.
 std::string HtmlEscape(const std::string& text);

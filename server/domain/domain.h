@@ -14,6 +14,7 @@
 #include "server/domain/core.h"
 #include "server/domain/query_engine.h"
 #include "server/domain/result_ingest.h"
+#include "server/domain/run_upload.h"
 #include "server/domain/run_import.h"
 #include "server/domain/scheduler.h"
 #include "server/domain/study_service.h"
@@ -32,6 +33,7 @@ class Domain {
   StudyService& studies() { return studies_; }
   QueryEngine& queries() { return queries_; }
   RunImporter& importer() { return importer_; }
+  RunUploader& uploader() { return uploader_; }
   AccessControl& access() { return access_; }
   TokenService& tokens() { return tokens_; }
   const DomainOptions& options() const { return core_.options; }
@@ -44,7 +46,8 @@ class Domain {
  private:
   Domain(Store& store, const Clock& clock, DomainOptions options)
       : core_(store, clock, options), agents_(core_), scheduler_(core_), ingestor_(core_), studies_(core_),
-        queries_(core_), access_(core_), tokens_(store, clock), importer_(core_) {}
+        queries_(core_), access_(core_), tokens_(store, clock), importer_(core_),
+        uploader_(core_, ingestor_) {}
 
   DomainCore core_;
   AgentRegistry agents_;
@@ -55,6 +58,7 @@ class Domain {
   AccessControl access_;
   TokenService tokens_;
   RunImporter importer_;
+  RunUploader uploader_;
 };
 
 }  // namespace medprof::server

@@ -18,6 +18,7 @@
 #include "common/workload_config.h"
 #include "server/domain/cell_metrics.h"
 #include "server/domain/codec.h"
+#include "server/domain/intervals.h"
 
 namespace medprof::server {
 namespace {
@@ -25,13 +26,15 @@ namespace {
 constexpr int kMaxRunsCompared = 10000;
 constexpr size_t kMaxRunFilter = 1000;
 constexpr int kMaxTopKernels = 50;
+constexpr size_t kMaxMoreStudies = 7;
 
 struct CellKey {
+  int study;  // index into the compared studies (0 for one study or a run filter)
   std::string gpu;
   int phase;
   std::string preset;
   bool operator<(const CellKey& o) const {
-    return std::tie(gpu, phase, preset) < std::tie(o.gpu, o.phase, o.preset);
+    return std::tie(study, gpu, phase, preset) < std::tie(o.study, o.gpu, o.phase, o.preset);
   }
 };
 
@@ -46,7 +49,8 @@ struct KernelAcc {
 
 struct CellAcc {
   int n = 0;
-  std::vector<double> step_ms;
+  std::vector<double> step_ms;                 // pooled over the runs
+  std::vector<std::vector<double>> run_steps;  // the same steps, per run (for the bootstrap)
   std::map<std::string, double> kernel_ns;
   std::map<std::string, double> op_ns;
   std::vector<std::string> notes;
@@ -143,6 +147,69 @@ absl::StatusOr<std::string> ResolveGpu(const std::string& wanted, const std::set
                                                  absl::StrJoin(hits, ", "), "): give the full name"));
 }
 
+// The cell's seed key: the same cell draws the same resamples in every query.
+std::string CellSeedKey(const CellKey& key) {
+  return absl::StrCat(key.gpu, "|", key.phase, "|", key.preset, key.study > 0 ? absl::StrCat("|", key.study) : "");
+}
+
+// The further studies of a cross-study compare: 0..7 distinct ids, none equal to study_id, not
+// with a run filter.
+absl::Status CheckMoreStudies(const CompareRequest& r) {
+  if (r.more_study_ids.empty()) return absl::OkStatus();
+  if (r.more_study_ids.size() > kMaxMoreStudies) {
+    return absl::InvalidArgumentError(absl::StrCat("more_study_ids: ", r.more_study_ids.size(),
+                                                   " studies (allowed at most ", kMaxMoreStudies, ")"));
+  }
+  if (!r.run_ids.empty()) {
+    return absl::InvalidArgumentError("more_study_ids: not together with run_ids (compare studies or runs)");
+  }
+  std::set<std::string> seen = {r.study_id};
+  for (size_t i = 0; i < r.more_study_ids.size(); ++i) {
+    const std::string field = absl::StrCat("more_study_ids[", i, "]");
+    MEDPROF_RETURN_IF_ERROR(RequireId(r.more_study_ids[i], field.c_str()));
+    if (!seen.insert(r.more_study_ids[i]).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": study ", r.more_study_ids[i], " is given twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Fewer than 3 runs or 5 steps: the interval exists but should not be trusted far.
+void AddSampleNotes(int runs, int steps, std::vector<std::string>& notes) {
+  if (runs < 3) {
+    AddNote(notes, absl::StrCat(runs, runs == 1 ? " run" : " runs",
+                                " (< 3): the interval misses run-to-run variation; submit --repeats 3 or more"));
+  }
+  if (steps < 5) {
+    AddNote(notes, absl::StrCat(steps, steps == 1 ? " measured step" : " measured steps",
+                                " (< 5): too few for a usable interval; use --steps 5 or more"));
+  }
+}
+
+// base / cell from the two cells' bootstrap replicates; significant when 1.0 lies outside.
+SpeedupInterval SpeedupCi(const std::vector<double>& base, const std::vector<double>& cell) {
+  const Interval i = PercentileInterval(RatioReplicates(base, cell));
+  return SpeedupInterval{i.lo, i.hi, !i.Contains(1.0)};
+}
+
+// Cross-study: first study's median / this median for the same GPU, phase and preset, with its
+// interval; nothing for the first study's own cells.
+void SetStudySpeedup(const CellKey& key, const std::map<CellKey, double>& medians,
+                     const std::map<CellKey, std::vector<double>>& replicates, CompareCell& c,
+                     std::vector<std::string>& notes) {
+  if (key.study == 0) return;
+  const CellKey first{0, key.gpu, key.phase, key.preset};
+  auto m = medians.find(first);
+  const double here = medians.at(key);
+  if (m == medians.end() || here <= 0) {
+    AddNote(notes, "no cell of the first study with this GPU, preset and phase: no cross-study speedup");
+    return;
+  }
+  c.has_study_baseline = true;
+  c.speedup_vs_first_study = m->second / here;
+  c.speedup_study_ci = SpeedupCi(replicates.at(first), replicates.at(key));
+}
+
 }  // namespace
 
 double Quantile(std::vector<double> values, double q) {
@@ -188,6 +255,9 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
     return absl::InvalidArgumentError(absl::StrCat("top_kernels: ", r.top_kernels, " is out of range (allowed 1..",
                                                    kMaxTopKernels, "; unset = 5)"));
   }
+  MEDPROF_RETURN_IF_ERROR(CheckMoreStudies(r));
+  std::vector<std::string> studies = {r.study_id};
+  studies.insert(studies.end(), r.more_study_ids.begin(), r.more_study_ids.end());
   const size_t top = r.top_categories == 0 ? 3 : static_cast<size_t>(r.top_categories);
   const size_t top_kernels = r.top_kernels == 0 ? 5 : static_cast<size_t>(r.top_kernels);
 
@@ -196,17 +266,24 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
   MEDPROF_RETURN_IF_ERROR(core_.store.Read([&](StoreTx& tx) -> absl::Status {
     cells.clear();
     runs_compared = 0;
-    if (!r.study_id.empty()) {
-      MEDPROF_ASSIGN_OR_RETURN(std::optional<StudyRecord> study, tx.GetStudy(r.study_id));
-      if (!study.has_value()) return absl::NotFoundError(absl::StrCat("study_id: no study '", r.study_id, "'"));
+    for (size_t i = 0; i < studies.size(); ++i) {
+      if (studies[i].empty()) continue;
+      MEDPROF_ASSIGN_OR_RETURN(std::optional<StudyRecord> study, tx.GetStudy(studies[i]));
+      if (!study.has_value()) {
+        return absl::NotFoundError(absl::StrCat(i == 0 ? std::string("study_id") : absl::StrCat("more_study_ids[", i - 1, "]"),
+                                                ": no study '", studies[i], "'"));
+      }
     }
     std::vector<RunRecord> runs;
     if (r.run_ids.empty()) {
-      RunFilter f;
-      f.study_id = r.study_id;
-      f.state = RunState::kSucceeded;
-      f.limit = kMaxRunsCompared;
-      MEDPROF_ASSIGN_OR_RETURN(runs, tx.ListRuns(f));
+      for (const std::string& study_id : studies) {
+        RunFilter f;
+        f.study_id = study_id;
+        f.state = RunState::kSucceeded;
+        f.limit = kMaxRunsCompared;
+        MEDPROF_ASSIGN_OR_RETURN(std::vector<RunRecord> some, tx.ListRuns(f));
+        runs.insert(runs.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
+      }
     } else {
       std::set<std::string> seen;
       for (size_t i = 0; i < r.run_ids.size(); ++i) {
@@ -270,9 +347,11 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
       }
 
       for (auto& [phase, ms] : by_phase) {
-        CellAcc& cell = cells[CellKey{gpu, phase, preset}];
+        const int study = static_cast<int>(std::find(studies.begin(), studies.end(), run.study_id) - studies.begin());
+        CellAcc& cell = cells[CellKey{study < static_cast<int>(studies.size()) ? study : 0, gpu, phase, preset}];
         ++cell.n;
         cell.step_ms.insert(cell.step_ms.end(), ms.begin(), ms.end());
+        cell.run_steps.push_back(ms);
         for (const KernelRow& k : kernels) {
           const std::string cat =
               k.category.empty() ? std::string(taxonomy::CategoryName(taxonomy::ClassifyKernel(k.name, k.op)))
@@ -338,6 +417,7 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
   out.study_id = r.study_id;
   out.baseline_preset = baseline;
   out.runs_compared = runs_compared;
+  if (studies.size() > 1) out.study_ids = studies;
   std::set<std::string> gpus;
   for (const auto& [key, acc] : cells) gpus.insert(key.gpu);
   if (!r.baseline_gpu.empty()) {
@@ -345,7 +425,11 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
   }
 
   std::map<CellKey, double> medians;
-  for (auto& [key, acc] : cells) medians[key] = Quantile(acc.step_ms, 0.5);
+  std::map<CellKey, std::vector<double>> replicates;
+  for (auto& [key, acc] : cells) {
+    medians[key] = Quantile(acc.step_ms, 0.5);
+    replicates[key] = BootstrapMedians(acc.run_steps, SeedOf(CellSeedKey(key)));
+  }
 
   // Metrics first (ratios need the baseline cell's values).
   std::map<CellKey, CellMetrics> metrics;
@@ -382,6 +466,10 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
   for (auto& [key, acc] : cells) {
     CompareCell c;
     c.gpu = key.gpu;
+    if (studies.size() > 1) {
+      c.study_id = studies[static_cast<size_t>(key.study)];
+      SetStudySpeedup(key, medians, replicates, c, acc.notes);
+    }
     c.preset = key.preset;
     c.phase = static_cast<v1::Phase>(key.phase);
     c.n = acc.n;
@@ -389,18 +477,27 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
     c.step_ms_median = medians[key];
     c.step_ms_p10 = Quantile(acc.step_ms, 0.1);
     c.step_ms_p90 = Quantile(acc.step_ms, 0.9);
-    auto base = medians.find(CellKey{key.gpu, key.phase, baseline});
+    const Interval ci = PercentileInterval(replicates[key]);
+    c.step_ms_ci_lo = ci.lo;
+    c.step_ms_ci_hi = ci.hi;
+    c.interval_method = acc.n > 1 ? "runs, then steps" : "steps of 1 run";
+    AddSampleNotes(acc.n, c.steps, acc.notes);
+    const CellKey base_key{key.study, key.gpu, key.phase, baseline};
+    auto base = medians.find(base_key);
     if (base != medians.end() && c.step_ms_median > 0) {
       c.has_baseline = true;
       c.speedup_vs_baseline = base->second / c.step_ms_median;
+      if (key.preset != baseline) c.speedup_ci = SpeedupCi(replicates[base_key], replicates[key]);
     } else {
       AddNote(acc.notes, absl::StrCat("no ", baseline, " cell on this GPU and phase: no speedup"));
     }
     if (!out.baseline_gpu.empty()) {
-      auto gbase = medians.find(CellKey{out.baseline_gpu, key.phase, key.preset});
+      const CellKey gbase_key{key.study, out.baseline_gpu, key.phase, key.preset};
+      auto gbase = medians.find(gbase_key);
       if (gbase != medians.end() && c.step_ms_median > 0) {
         c.has_gpu_baseline = true;
         c.speedup_vs_baseline_gpu = gbase->second / c.step_ms_median;
+        if (key.gpu != out.baseline_gpu) c.speedup_gpu_ci = SpeedupCi(replicates[gbase_key], replicates[key]);
       } else {
         AddNote(acc.notes, absl::StrCat("no ", out.baseline_gpu, " cell with this preset and phase: no cross-GPU speedup"));
       }
@@ -421,7 +518,7 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
 
     c.metrics = metrics[key];
     if (c.metrics.collected) {
-      auto bm = metrics.find(CellKey{key.gpu, key.phase, baseline});
+      auto bm = metrics.find(CellKey{key.study, key.gpu, key.phase, baseline});
       if (bm != metrics.end()) {
         const CellMetrics& b = bm->second;
         if (c.metrics.sm_cycles && b.sm_cycles && *b.sm_cycles > 0) {
@@ -493,6 +590,8 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
     c.notes = acc.notes;
     out.cells.push_back(std::move(c));
   }
+  // Cells were built in key order (study first); a stable sort keeps the studies' order within a
+  // (GPU, phase, preset), so a preset's cells of several studies stand together.
   std::stable_sort(out.cells.begin(), out.cells.end(), [](const CompareCell& a, const CompareCell& b) {
     return std::forward_as_tuple(a.gpu, a.phase, PresetRank(a.preset), a.preset) <
            std::forward_as_tuple(b.gpu, b.phase, PresetRank(b.preset), b.preset);

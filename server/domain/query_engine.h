@@ -7,10 +7,14 @@
 //  * n runs; the measured steps of those runs pooled; the median, p10 and p90 of the pooled step
 //    wall times (Quantile below: linear interpolation between closest ranks, so the median of an
 //    even count is the mean of the two middle values);
+//  * a 95 % bootstrap interval of the median (intervals.h: runs resampled first when n > 1, then
+//    steps; seeded by the cell's key, so deterministic), and notes when the cell has fewer than
+//    3 runs or fewer than 5 measured steps;
 //  * speedup_vs_baseline = baseline median / cell median for the baseline preset's cell on the
 //    same GPU and phase (has_baseline false without one, with a note); with baseline_gpu set,
 //    speedup_vs_baseline_gpu = that GPU's median / cell median for the same preset and phase
-//    (cross-GPU at a fixed preset);
+//    (cross-GPU at a fixed preset); each speedup but the reference cell's own gets the interval of
+//    the ratio of the two cells' replicates, significant when it excludes 1.0;
 //  * the shares of time by kernel-taxonomy category, from the runs' kernel totals when the cell
 //    has kernel rows (time_source "kernels"), else from the op self times ("ops"), largest
 //    first, the top N kept;

@@ -39,6 +39,13 @@ absl::Status CheckTop(int top) {
   return absl::OkStatus();
 }
 
+// The median wall time of a run's measured steps, every phase pooled (0 without steps).
+double MedianStepMs(const std::vector<StepRow>& steps) {
+  std::vector<double> ms;
+  for (const StepRow& s : steps) ms.push_back(static_cast<double>(s.wall_ns) / 1e6);
+  return Quantile(std::move(ms), 0.5);
+}
+
 absl::StatusOr<RunRecord> LoadRun(StoreTx& tx, const std::string& run_id, const char* field) {
   MEDPROF_ASSIGN_OR_RETURN(std::optional<RunRecord> run, tx.GetRun(run_id));
   if (!run.has_value()) return absl::NotFoundError(absl::StrCat(field, ": no run '", run_id, "'"));
@@ -225,6 +232,8 @@ absl::StatusOr<DiffResult> QueryEngine::DoDiff(const DiffRequest& r) {
     MEDPROF_ASSIGN_OR_RETURN(std::vector<StepRow> sb, tx.ListSteps(rb.run_id));
     a.steps = static_cast<int>(sa.size());
     b.steps = static_cast<int>(sb.size());
+    out.a_step_ms_median = MedianStepMs(sa);
+    out.b_step_ms_median = MedianStepMs(sb);
     return absl::OkStatus();
   }));
   out.time_source = a.source;

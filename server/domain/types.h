@@ -196,6 +196,7 @@ struct CompareRequest {
   std::vector<std::string> run_ids;    // run filter: 0..1000 succeeded runs (within study_id if set)
   std::string baseline_preset;         // "" = "baseline"
   std::string baseline_gpu;            // cross-GPU speedups vs this GPU ("" = none); exact or unique substring
+  std::vector<std::string> more_study_ids;  // 0..7 further studies (not with run_ids): cells per study
   v1::Phase phase = v1::PHASE_UNSPECIFIED;  // unspecified = every phase present
   int top_categories = 0;              // 0 = 3; 1..12
   int top_kernels = 0;                 // 0 = 5; 1..50
@@ -237,6 +238,13 @@ struct TopKernel {
   std::vector<FindingRow> findings;    // distinct (rule, finding), largest speedup first
 };
 
+// A speedup's 95 % bootstrap interval; significant = the interval excludes 1.0.
+struct SpeedupInterval {
+  double lo = 0;
+  double hi = 0;
+  bool significant = false;
+};
+
 struct CompareCell {
   std::string gpu;
   std::string preset;
@@ -257,6 +265,19 @@ struct CompareCell {
   std::string findings_note;           // "" when findings exist
   bool has_gpu_baseline = false;
   double speedup_vs_baseline_gpu = 0;  // baseline-GPU median / this median, same preset and phase
+  // 95 % bootstrap intervals (intervals.h). interval_method says how the median's was drawn:
+  // "runs, then steps" (n > 1) or "steps of 1 run".
+  double step_ms_ci_lo = 0;
+  double step_ms_ci_hi = 0;
+  std::string interval_method;
+  std::optional<SpeedupInterval> speedup_ci;      // unset for the baseline cell itself and without a baseline
+  std::optional<SpeedupInterval> speedup_gpu_ci;  // unset for the baseline GPU's own cells and without one
+  // Cross-study compare only (more_study_ids): the cell's study, and the first study's median for
+  // the same GPU, phase and preset / this median.
+  std::string study_id;
+  bool has_study_baseline = false;
+  double speedup_vs_first_study = 0;
+  std::optional<SpeedupInterval> speedup_study_ci;
 };
 
 struct CompareResult {
@@ -264,6 +285,7 @@ struct CompareResult {
   std::string baseline_preset;
   std::string baseline_gpu;            // resolved GPU name ("" = none asked)
   int runs_compared = 0;
+  std::vector<std::string> study_ids;  // every compared study, first first (cross-study only)
   std::vector<CompareCell> cells;
 };
 
@@ -332,6 +354,8 @@ struct DiffResult {
   int a_steps = 0;
   int b_steps = 0;
   std::string time_source;             // "kernels" | "ops"
+  double a_step_ms_median = 0;         // median step wall time (what a step costs; the totals above
+  double b_step_ms_median = 0;         // are summed kernel or op self times, which differ from it)
 };
 
 // A run's stored raw timeline (and PM-sampling utilization), parts merged.

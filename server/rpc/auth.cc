@@ -41,6 +41,7 @@ const std::vector<MethodRule>& Rules() {
       {"SubmitStudy", {std::begin(kWriters), std::end(kWriters)}},
       {"CancelStudy", {std::begin(kWriters), std::end(kWriters)}},
       {"ImportRun", {std::begin(kWriters), std::end(kWriters)}},
+      {"UploadRun", {std::begin(kWriters), std::end(kWriters)}},
       // AgentService
       {"Register", {std::begin(kAgents), std::end(kAgents)}},
       {"Heartbeat", {std::begin(kAgents), std::end(kAgents)}},

@@ -29,4 +29,22 @@ v1::ImportRunResponse ToProto(const ImportRunResult& r) {
   return p;
 }
 
+UploadRunRequest FromProto(const v1::UploadRunRequest& r) {
+  UploadRunRequest out;
+  out.study_id = r.study_id();
+  out.messages.assign(r.messages().begin(), r.messages().end());
+  return out;
+}
+
+v1::UploadRunResponse ToProto(const UploadRunResult& r) {
+  v1::UploadRunResponse p;
+  p.set_study_id(r.study_id);
+  p.set_job_id(r.job_id);
+  p.set_run_id(r.run_id);
+  p.set_preset(r.preset);
+  p.set_gpu(r.gpu);
+  p.set_steps(r.steps);
+  return p;
+}
+
 }  // namespace medprof::server::rpc

@@ -23,12 +23,19 @@ v1::KernelFinding ToProto(const FindingRow& f) {
   return p;
 }
 
+void SetSpeedupInterval(const SpeedupInterval& i, v1::SpeedupInterval* p) {
+  p->set_lo(i.lo);
+  p->set_hi(i.hi);
+  p->set_significant(i.significant);
+}
+
 }  // namespace
 
 CompareRequest FromProto(const v1::CompareRequest& p) {
   CompareRequest r;
   r.study_id = p.study_id();
   r.run_ids.assign(p.run_ids().begin(), p.run_ids().end());
+  r.more_study_ids.assign(p.more_study_ids().begin(), p.more_study_ids().end());
   r.baseline_preset = p.baseline_preset();
   r.baseline_gpu = p.baseline_gpu();
   r.phase = p.phase();
@@ -43,6 +50,7 @@ v1::CompareResponse ToProto(const CompareResult& r) {
   p.set_baseline_preset(r.baseline_preset);
   p.set_baseline_gpu(r.baseline_gpu);
   p.set_runs_compared(r.runs_compared);
+  for (const std::string& s : r.study_ids) p.add_study_ids(s);
   for (const CompareCell& c : r.cells) {
     v1::CompareCell* pc = p.add_cells();
     pc->set_gpu(c.gpu);
@@ -102,6 +110,15 @@ v1::CompareResponse ToProto(const CompareResult& r) {
     pc->set_findings_note(c.findings_note);
     pc->set_has_gpu_baseline(c.has_gpu_baseline);
     pc->set_speedup_vs_baseline_gpu(c.speedup_vs_baseline_gpu);
+    pc->set_step_ms_ci_lo(c.step_ms_ci_lo);
+    pc->set_step_ms_ci_hi(c.step_ms_ci_hi);
+    pc->set_interval_method(c.interval_method);
+    if (c.speedup_ci) SetSpeedupInterval(*c.speedup_ci, pc->mutable_speedup_ci());
+    if (c.speedup_gpu_ci) SetSpeedupInterval(*c.speedup_gpu_ci, pc->mutable_speedup_gpu_ci());
+    pc->set_study_id(c.study_id);
+    pc->set_has_study_baseline(c.has_study_baseline);
+    pc->set_speedup_vs_first_study(c.speedup_vs_first_study);
+    if (c.speedup_study_ci) SetSpeedupInterval(*c.speedup_study_ci, pc->mutable_speedup_study_ci());
   }
   return p;
 }
@@ -165,6 +182,8 @@ v1::DiffRunsResponse ToProto(const DiffResult& r) {
   p.set_a_total_ns(r.a_total_ns);
   p.set_b_total_ns(r.b_total_ns);
   p.set_a_steps(r.a_steps);
+  p.set_a_step_ms_median(r.a_step_ms_median);
+  p.set_b_step_ms_median(r.b_step_ms_median);
   p.set_b_steps(r.b_steps);
   p.set_time_source(r.time_source);
   for (const DiffRowView& v : r.rows) {

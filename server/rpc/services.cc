@@ -126,6 +126,9 @@ grpc::Status MedprofServiceImpl::Compare(grpc::ServerContext* ctx, const v1::Com
         if (!req->study_id().empty() || req->run_ids().empty()) {
           MEDPROF_RETURN_IF_ERROR(domain_.access().CheckStudy(call, req->study_id()));
         }
+        for (const std::string& study_id : req->more_study_ids()) {
+          MEDPROF_RETURN_IF_ERROR(domain_.access().CheckStudy(call, study_id));
+        }
         for (const std::string& run_id : req->run_ids()) {
           MEDPROF_RETURN_IF_ERROR(domain_.access().CheckRun(call, run_id));
         }
@@ -190,6 +193,18 @@ grpc::Status MedprofServiceImpl::ImportRun(grpc::ServerContext* ctx, const v1::I
         return domain_.importer().Import(call, FromProto(*req));
       },
       [](const ImportRunResult& r) { return ToProto(r); }, resp);
+}
+
+grpc::Status MedprofServiceImpl::UploadRun(grpc::ServerContext* ctx, const v1::UploadRunRequest* req,
+                                           v1::UploadRunResponse* resp) {
+  return Handle(
+      auth_, ctx, "UploadRun",
+      [&](const CallContext& call) -> absl::StatusOr<UploadRunResult> {
+        MEDPROF_RETURN_IF_ERROR(auth_.CountSubmission(call));
+        MEDPROF_RETURN_IF_ERROR(domain_.access().CheckStudy(call, req->study_id()));
+        return domain_.uploader().Upload(call, FromProto(*req));
+      },
+      [](const UploadRunResult& r) { return ToProto(r); }, resp);
 }
 
 // ---------------------------------------------------------------- AgentService

@@ -42,6 +42,8 @@ class MedprofServiceImpl final : public v1::MedprofService::Service {
                           v1::ListAgentsResponse* resp) override;
   grpc::Status ImportRun(grpc::ServerContext* ctx, const v1::ImportRunRequest* req,
                          v1::ImportRunResponse* resp) override;
+  grpc::Status UploadRun(grpc::ServerContext* ctx, const v1::UploadRunRequest* req,
+                         v1::UploadRunResponse* resp) override;
 
  private:
   Domain& domain_;

@@ -263,7 +263,8 @@ absl::StatusOr<PageLoad> LoadInHeadlessChromium(const std::string& html_path, co
     if (msg->value("method", "") == "Page.loadEventFired") break;
   }
   absl::StatusOr<json> value =
-      await(b.Send("Runtime.evaluate", {{"expression", expression}, {"returnByValue", true}}, session));
+      await(b.Send("Runtime.evaluate", {{"expression", expression}, {"returnByValue", true}, {"awaitPromise", true}},
+                   session));
   if (!value.ok()) return value.status();
   if (value->contains("exceptionDetails")) {
     return absl::InternalError(absl::StrCat("the test expression threw: ", (*value)["exceptionDetails"].dump()));

@@ -38,8 +38,8 @@ struct PageLoad {
 // The Chromium binary, or NOT_FOUND saying how to install it.
 absl::StatusOr<std::string> FindChromium();
 
-// Opens file://<html_path> (absolute), waits for its load event, evaluates `expression` and
-// takes a screenshot. `work_dir` holds the browser profile and its stderr log. DEADLINE_EXCEEDED
+// Opens file://<html_path> (absolute; a "#fragment" may follow), waits for its load event,
+// evaluates `expression` (a Promise is awaited) and takes a screenshot. `work_dir` holds the browser profile and its stderr log. DEADLINE_EXCEEDED
 // after `timeout`; INTERNAL when the browser dies (the log tail is in the message).
 absl::StatusOr<PageLoad> LoadInHeadlessChromium(const std::string& html_path, const std::string& expression,
                                                 const std::string& work_dir,

@@ -10,6 +10,7 @@
 #include <grpcpp/security/credentials.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include "client/client.h"
 #include "client/commands.h"
 #include "client/report/report.h"
+#include "common/workload_config.h"
 #include "server/rpc/grpc_server.h"
 #include "tests/report/headless_chromium.h"
 #include "tests/unit/server/domain_fixture.h"
@@ -288,8 +290,16 @@ constexpr char kProbe[] = R"js((() => {
                 value: parseFloat(m.getAttribute('data-value')), w: b.width, h: b.height};
       });
       const fig = el.closest('figure');
+      // Everything that must not overlap: legend swatches and texts, group labels, n labels, ticks.
+      const boxes = Array.from(el.querySelectorAll('rect.swatch, text.legend, text.group-label, text.bar-n, text.tick'))
+          .map(t => { const b = t.getBBox();
+                      return {cls: t.getAttribute('class'), text: t.textContent, x: b.x, y: b.y, w: b.width, h: b.height}; });
+      const fills = {};
+      el.querySelectorAll('.mark').forEach(m => { fills[m.getAttribute('data-series')] = m.getAttribute('fill'); });
+      const vb = el.viewBox.baseVal;
       charts[name] = {kind: 'svg', declared: parseInt(el.getAttribute('data-points'), 10), marks: marks,
-                      width: el.getBoundingClientRect().width, notes: fig ? fig.innerText : ''};
+                      width: el.getBoundingClientRect().width, notes: fig ? fig.innerText : '', boxes: boxes,
+                      fills: fills, vbw: vb.width, vbh: vb.height};
     } else {
       charts[name] = {kind: 'panel', tag: el.tagName.toLowerCase(), text: el.innerText,
                       height: el.getBoundingClientRect().height};
@@ -344,6 +354,34 @@ std::map<std::pair<std::string, std::string>, double> Marks(const json& page, co
   return out;
 }
 
+// No two labels, swatches or ticks of a chart overlap, all lie inside the SVG, and no two series
+// of a chart share a colour.
+void ExpectReadableCharts(const json& page) {
+  int svgs = 0;
+  for (const auto& [name, c] : page["charts"].items()) {
+    if (c.value("kind", "") != "svg") continue;
+    ++svgs;
+    const json& boxes = c["boxes"];
+    for (size_t i = 0; i < boxes.size(); ++i) {
+      const json& a = boxes[i];
+      const double ax = a["x"], ay = a["y"], aw = a["w"], ah = a["h"];
+      EXPECT_GE(ax, -0.5) << name << ": " << a.dump();
+      EXPECT_LE(ax + aw, c["vbw"].get<double>() + 0.5) << name << ": " << a.dump();
+      EXPECT_LE(ay + ah, c["vbh"].get<double>() + 0.5) << name << ": " << a.dump();
+      for (size_t j = i + 1; j < boxes.size(); ++j) {
+        const json& b = boxes[j];
+        const double bx = b["x"], by = b["y"], bw = b["w"], bh = b["h"];
+        const bool overlap = ax + 0.5 < bx + bw && bx + 0.5 < ax + aw && ay + 0.5 < by + bh && by + 0.5 < ay + ah;
+        EXPECT_FALSE(overlap) << name << ": " << a.dump() << " overlaps " << b.dump();
+      }
+    }
+    std::set<std::string> colors;
+    for (const auto& [series, fill] : c["fills"].items()) colors.insert(fill.get<std::string>());
+    EXPECT_EQ(colors.size(), c["fills"].size()) << name << ": series share a colour: " << c["fills"].dump();
+  }
+  EXPECT_GT(svgs, 0);
+}
+
 TEST_F(ReportTest, GpuAndCpuStudyRendersEveryChartInHeadlessChromium) {
   ASSERT_TRUE(medprof::testing::FindChromium().ok()) << medprof::testing::FindChromium().status();
   StartServer();
@@ -368,6 +406,7 @@ TEST_F(ReportTest, GpuAndCpuStudyRendersEveryChartInHeadlessChromium) {
 
   json page = LoadChecked(html, "gpu_cpu_report");
   ASSERT_TRUE(page.is_object());
+  ExpectReadableCharts(page);
   EXPECT_EQ(page["title"], "medprof report: test study");
 
   // step-time: one mark per cell, at the cell's median; grouped by GPU, series = preset.
@@ -447,6 +486,7 @@ TEST_F(ReportTest, CpuOnlyStudyShowsNotCollectedPanelsNotZeros) {
 
   json page = LoadChecked(html, "cpu_report");
   ASSERT_TRUE(page.is_object());
+  ExpectReadableCharts(page);
   EXPECT_EQ(Marks(page, "step-time").size(), 4u);
   EXPECT_EQ(Marks(page, "speedup").size(), 4u);
   EXPECT_EQ(Marks(page, "kernel-mix").size(), 4u * 4);  // conv, norm, elementwise, optimizer per cell
@@ -489,6 +529,101 @@ TEST_F(ReportTest, CrossGpuSpeedupChartAgainstTheBaselineGpu) {
 
 // The checker itself: a page with a console error, an uncaught exception and a remote image is
 // caught on all three counts (so a clean report above is clean, not unobserved).
+// A CompareResponse from `medprof compare --format json` output (the committed H200 studies in
+// bench/results were saved that way; docs/queries.md has the keys).
+v1::CompareResponse CompareFromCliJson(const json& j) {
+  v1::CompareResponse r;
+  r.set_study_id(j.value("study_id", ""));
+  r.set_baseline_preset(j.value("baseline", "baseline"));
+  for (const json& c : j.at("cells")) {
+    v1::CompareCell* p = r.add_cells();
+    p->set_gpu(c.at("gpu"));
+    p->set_preset(c.at("preset"));
+    p->set_phase(*config::ParsePhase(c.at("phase").get<std::string>()));
+    p->set_n(c.at("n"));
+    p->set_steps(c.at("steps"));
+    p->set_step_ms_median(c.at("step_ms_median"));
+    p->set_step_ms_p10(c.at("step_ms_p10"));
+    p->set_step_ms_p90(c.at("step_ms_p90"));
+    p->set_has_baseline(!c.at("speedup_vs_baseline").is_null());
+    if (p->has_baseline()) p->set_speedup_vs_baseline(c.at("speedup_vs_baseline"));
+    p->set_time_source(c.value("time_source", ""));
+    for (const json& cat : c.at("categories")) {
+      v1::CategoryShare* s = p->add_categories();
+      s->set_category(cat.at("category"));
+      s->set_share(cat.at("share"));
+    }
+    const json& m = c.at("metrics");
+    p->mutable_metrics()->set_collected(m.at("collected"));
+    p->mutable_metrics()->set_not_collected(m.value("note", ""));
+    for (const char* f : {"tensor_pipe_pct", "fma_pipe_pct", "sm_cycles_ratio", "warp_instructions_ratio", "l1_hit_pct",
+                          "l2_hit_pct", "dram_throughput_pct"}) {
+      if (!m.contains(f) || m.at(f).is_null()) continue;
+      const google::protobuf::FieldDescriptor* fd = v1::CellMetrics::descriptor()->FindFieldByName(f);
+      p->mutable_metrics()->GetReflection()->SetDouble(p->mutable_metrics(), fd, m.at(f).get<double>());
+    }
+    const json& st = c.at("stalls");
+    p->mutable_stalls()->set_collected(st.at("collected"));
+    p->mutable_stalls()->set_not_collected(st.value("note", ""));
+    p->mutable_stalls()->set_source(st.value("source", ""));
+    for (const json& sh : st.value("shares", json::array())) {
+      v1::NamedShare* s = p->mutable_stalls()->add_shares();
+      s->set_name(sh.at("reason"));
+      s->set_share(sh.at("share"));
+    }
+    for (const json& k : c.at("top_kernels")) {
+      v1::TopKernel* t = p->add_top_kernels();
+      t->set_name(k.at("name"));
+      t->set_op(k.value("op", ""));
+      t->set_category(k.value("category", ""));
+      t->set_total_ns(k.value("total_ns", int64_t{0}));
+      t->set_share(k.value("share", 0.0));
+      t->set_priority(k.value("priority", 0.0));
+      t->set_speedup(k.value("speedup", 0.0));
+      for (const json& f : k.value("findings", json::array())) {
+        v1::KernelFinding* kf = t->add_findings();
+        kf->set_rule(f.value("rule", ""));
+        kf->set_finding(f.value("finding", ""));
+        kf->set_speedup(f.value("speedup", 0.0));
+      }
+    }
+    if (c.contains("findings_note") && !c.at("findings_note").is_null()) p->set_findings_note(c.at("findings_note"));
+    for (const json& n : c.value("notes", json::array())) p->add_notes(n.get<std::string>());
+  }
+  return r;
+}
+
+// The committed H200 studies as the report draws them: the warp-stall chart with 16 to 18
+// reasons per bar (where colours repeated and legend rows overlapped), the kernel mix, and, for
+// the metrics run, every metrics chart. No overlap, no shared colour, nothing under 1 % of the
+// kernel time in the priorities, the terms defined. The screenshots are kept in the output dir.
+TEST(ReportH200Test, CommittedH200ReportsAreReadable) {
+  ASSERT_TRUE(medprof::testing::FindChromium().ok()) << medprof::testing::FindChromium().status();
+  for (const char* rel : {"h200-gpu-node-2026-12-02", "h200-profiler-2026-12-03-b/node"}) {
+    std::ifstream in(std::string(MEDPROF_SOURCE_DIR) + "/bench/results/" + rel + "/compare.json");
+    ASSERT_TRUE(in.good()) << rel;
+    client::report::ReportInput input;
+    input.compare = CompareFromCliJson(json::parse(in));
+    input.study.set_study_id(input.compare.study_id());
+    input.study.set_name(std::string("committed H200 study ") + rel);
+    input.server = "bench/results";
+    std::string name = std::string("h200_") + rel;
+    std::replace(name.begin(), name.end(), '/', '_');
+    const std::string html_path = OutputDir() + "/" + name + ".html";
+    const std::string html = client::report::RenderHtmlReport(input);
+    std::ofstream(html_path) << html;
+    json page = LoadChecked(html_path, name);
+    ASSERT_TRUE(page.is_object()) << rel;
+    ExpectReadableCharts(page);
+    EXPECT_EQ(page["charts"]["stalls"].value("kind", ""), "svg") << rel;
+    EXPECT_GE(page["charts"]["stalls"]["fills"].size(), 16u) << rel;
+    EXPECT_THAT(page["priorityText"].get<std::string>(),
+                AllOf(HasSubstr("at least 1% of their cell's GPU kernel time"), HasSubstr("est. speedup: the largest"),
+                      HasSubstr("priority: share")));
+    EXPECT_THAT(page["priorityText"].get<std::string>(), ::testing::Not(HasSubstr("\t0.0%\t")));
+  }
+}
+
 TEST(HeadlessChromiumTest, SeesConsoleErrorsExceptionsAndRemoteRequests) {
   ASSERT_TRUE(medprof::testing::FindChromium().ok()) << medprof::testing::FindChromium().status();
   const std::string dir = OutputDir();

@@ -362,6 +362,15 @@ TEST(CliCommands, Compare) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--phase: unknown phase 'eval'")));
   EXPECT_THAT(UsageError({"compare", "st-1", "--top-categories", "13"}),
               StatusIs(absl::StatusCode::kInvalidArgument, "--top-categories: 13 is out of range (allowed 1..12)"));
+
+  // Across studies: the first is study_id, the rest more_study_ids.
+  c = Body<CompareCommand>(Parse({"compare", "st-1", "st-2", "st-3"}));
+  EXPECT_EQ(c.request.study_id(), "st-1");
+  EXPECT_THAT(c.request.more_study_ids(), ElementsAre("st-2", "st-3"));
+  EXPECT_THAT(UsageError({"compare", "st-1", "st-2", "--runs", "r-1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "compare: several STUDY ids or --runs, not both"));
+  EXPECT_THAT(UsageError({"compare", "a", "b", "c", "d", "e", "f", "g", "h", "i"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "compare: 9 studies (allowed at most 8)"));
 }
 
 TEST(CliCommands, KernelsClassify) {

@@ -46,13 +46,28 @@ v1::CompareResponse SampleCompare() {
     s->set_category(name);
     s->set_share(share);
   };
+  auto add_ci = [](v1::CompareCell* c, double lo, double hi, const char* method) {
+    c->set_step_ms_ci_lo(lo);
+    c->set_step_ms_ci_hi(hi);
+    c->set_interval_method(method);
+  };
   v1::CompareCell* a = cell("NVIDIA H200", "baseline", v1::PHASE_TRAIN, 2, 4, 100.0, 95.5, 110.25, true, 1.0, "kernels");
   add_cat(a, "conv", 0.61);
   add_cat(a, "norm", 0.2);
+  add_ci(a, 96.0, 108.5, "runs, then steps");
   v1::CompareCell* b = cell("NVIDIA H200", "opt1", v1::PHASE_TRAIN, 2, 4, 40.0, 38.0, 45.0, true, 2.5, "kernels");
   add_cat(b, "conv", 0.4);
   add_cat(b, "elementwise", 0.3);
   b->add_notes("metrics not collected: no counter permission");
+  add_ci(b, 38.5, 43.25, "runs, then steps");
+  b->mutable_speedup_ci()->set_lo(2.2);
+  b->mutable_speedup_ci()->set_hi(2.8);
+  b->mutable_speedup_ci()->set_significant(true);
+  // A noisy cell: the speedup's interval holds 1.0.
+  v1::CompareCell* d = cell("NVIDIA H200", "opt12", v1::PHASE_TRAIN, 1, 5, 79.59498500000001, 70.0, 200.0, true, 1.2563604, "kernels");
+  add_ci(d, 75.0, 203.9, "steps of 1 run");
+  d->mutable_speedup_ci()->set_lo(0.49);
+  d->mutable_speedup_ci()->set_hi(1.45);
   v1::CompareCell* c = cell("cpu", "opt1", v1::PHASE_FORWARD, 1, 2, 12.3, 12.0, 12.6, false, 0.0, "ops");
   add_cat(c, "conv", 0.7);
   c->add_notes("no baseline cell for \"cpu\", forward");
@@ -69,22 +84,35 @@ TEST(FormatCompare, JsonSchemaExact) {
     "runs_compared": 0,
     "cells": [
       {"gpu": "NVIDIA H200", "preset": "baseline", "phase": "train", "n": 2, "steps": 4,
-       "step_ms_median": 100.0, "step_ms_p10": 95.5, "step_ms_p90": 110.25, "speedup_vs_baseline": 1.0,
-       "speedup_vs_baseline_gpu": null, "time_source": "kernels",
+       "step_ms_median": 100.0, "step_ms_p10": 95.5, "step_ms_p90": 110.25, "step_ms_ci95": [96.0, 108.5],
+       "interval_method": "runs, then steps", "speedup_vs_baseline": 1.0, "speedup_ci95": null,
+       "speedup_vs_baseline_gpu": null, "speedup_gpu_ci95": null, "time_source": "kernels",
        "categories": [{"category": "conv", "share": 0.61}, {"category": "norm", "share": 0.2}],
        "metrics": {"collected": false, "note": ""}, "stalls": {"collected": false, "note": ""},
        "top_kernels": [], "findings_note": null,
        "notes": []},
       {"gpu": "NVIDIA H200", "preset": "opt1", "phase": "train", "n": 2, "steps": 4,
-       "step_ms_median": 40.0, "step_ms_p10": 38.0, "step_ms_p90": 45.0, "speedup_vs_baseline": 2.5,
-       "speedup_vs_baseline_gpu": null, "time_source": "kernels",
+       "step_ms_median": 40.0, "step_ms_p10": 38.0, "step_ms_p90": 45.0, "step_ms_ci95": [38.5, 43.25],
+       "interval_method": "runs, then steps", "speedup_vs_baseline": 2.5,
+       "speedup_ci95": {"lo": 2.2, "hi": 2.8, "significant": true},
+       "speedup_vs_baseline_gpu": null, "speedup_gpu_ci95": null, "time_source": "kernels",
        "categories": [{"category": "conv", "share": 0.4}, {"category": "elementwise", "share": 0.3}],
        "metrics": {"collected": false, "note": ""}, "stalls": {"collected": false, "note": ""},
        "top_kernels": [], "findings_note": null,
        "notes": ["metrics not collected: no counter permission"]},
+      {"gpu": "NVIDIA H200", "preset": "opt12", "phase": "train", "n": 1, "steps": 5,
+       "step_ms_median": 79.59498500000001, "step_ms_p10": 70.0, "step_ms_p90": 200.0, "step_ms_ci95": [75.0, 203.9],
+       "interval_method": "steps of 1 run", "speedup_vs_baseline": 1.2563604,
+       "speedup_ci95": {"lo": 0.49, "hi": 1.45, "significant": false},
+       "speedup_vs_baseline_gpu": null, "speedup_gpu_ci95": null, "time_source": "kernels",
+       "categories": [],
+       "metrics": {"collected": false, "note": ""}, "stalls": {"collected": false, "note": ""},
+       "top_kernels": [], "findings_note": null,
+       "notes": []},
       {"gpu": "cpu", "preset": "opt1", "phase": "forward", "n": 1, "steps": 2,
-       "step_ms_median": 12.3, "step_ms_p10": 12.0, "step_ms_p90": 12.6, "speedup_vs_baseline": null,
-       "speedup_vs_baseline_gpu": null, "time_source": "ops",
+       "step_ms_median": 12.3, "step_ms_p10": 12.0, "step_ms_p90": 12.6, "step_ms_ci95": null,
+       "interval_method": null, "speedup_vs_baseline": null, "speedup_ci95": null,
+       "speedup_vs_baseline_gpu": null, "speedup_gpu_ci95": null, "time_source": "ops",
        "categories": [{"category": "conv", "share": 0.7}],
        "metrics": {"collected": false, "note": ""}, "stalls": {"collected": false, "note": ""},
        "top_kernels": [], "findings_note": null,
@@ -100,28 +128,55 @@ TEST(FormatCompare, EmptyBaselineFieldMeansBaseline) {
             "  \"runs_compared\": 0,\n  \"cells\": []\n}\n");
 }
 
-TEST(FormatCompare, CsvOneRowPerCellWithQuoting) {
-  // The first twelve columns as before; the query columns (empty here: nothing measured) follow.
-  const std::string empty(15, ',');
+// Long form: one row per cell x measure (x category, ...), six significant digits.
+TEST(FormatCompare, CsvLongFormWithIntervals) {
   EXPECT_EQ(FormatCompare(SampleCompare(), OutputFormat::kCsv),
-            "gpu,preset,phase,n,steps,step_ms_median,step_ms_p10,step_ms_p90,speedup_vs_baseline,time_source,"
-            "categories,notes,speedup_vs_baseline_gpu,sm_cycles,warp_instructions,sm_cycles_ratio,"
-            "warp_instructions_ratio,tensor_pipe_pct,fma_pipe_pct,achieved_occupancy_pct,l1_hit_pct,l2_hit_pct,"
-            "dram_throughput_pct,metrics_note,stalls,stalls_note,top_kernels\n"
-            "NVIDIA H200,baseline,train,2,4,100.0,95.5,110.25,1.0,kernels,conv:0.61;norm:0.2," + empty + "\n" +
-            "NVIDIA H200,opt1,train,2,4,40.0,38.0,45.0,2.5,kernels,conv:0.4;elementwise:0.3,"
-            "metrics not collected: no counter permission" + empty + "\n" +
-            "cpu,opt1,forward,1,2,12.3,12.0,12.6,,ops,conv:0.7,\"no baseline cell for \"\"cpu\"\", forward\"" + empty +
-            "\n");
+            "study_id,gpu,preset,phase,n,steps,measure,item,value,ci_lo,ci_hi,significant,text\n"
+            "st-1,NVIDIA H200,baseline,train,2,4,step_ms_median,,100,96,108.5,,\n"
+            "st-1,NVIDIA H200,baseline,train,2,4,interval_method,,,,,,\"runs, then steps\"\n"
+            "st-1,NVIDIA H200,baseline,train,2,4,step_ms_p10,,95.5,,,,\n"
+            "st-1,NVIDIA H200,baseline,train,2,4,step_ms_p90,,110.25,,,,\n"
+            "st-1,NVIDIA H200,baseline,train,2,4,speedup_vs_baseline,,1,,,,\n"
+            "st-1,NVIDIA H200,baseline,train,2,4,share_kernels,conv,0.61,,,,\n"
+            "st-1,NVIDIA H200,baseline,train,2,4,share_kernels,norm,0.2,,,,\n"
+            "st-1,NVIDIA H200,baseline,train,2,4,metrics,,,,,,\n"
+            "st-1,NVIDIA H200,baseline,train,2,4,stalls,,,,,,\n"
+            "st-1,NVIDIA H200,opt1,train,2,4,step_ms_median,,40,38.5,43.25,,\n"
+            "st-1,NVIDIA H200,opt1,train,2,4,interval_method,,,,,,\"runs, then steps\"\n"
+            "st-1,NVIDIA H200,opt1,train,2,4,step_ms_p10,,38,,,,\n"
+            "st-1,NVIDIA H200,opt1,train,2,4,step_ms_p90,,45,,,,\n"
+            "st-1,NVIDIA H200,opt1,train,2,4,speedup_vs_baseline,,2.5,2.2,2.8,yes,\n"
+            "st-1,NVIDIA H200,opt1,train,2,4,share_kernels,conv,0.4,,,,\n"
+            "st-1,NVIDIA H200,opt1,train,2,4,share_kernels,elementwise,0.3,,,,\n"
+            "st-1,NVIDIA H200,opt1,train,2,4,metrics,,,,,,\n"
+            "st-1,NVIDIA H200,opt1,train,2,4,stalls,,,,,,\n"
+            "st-1,NVIDIA H200,opt1,train,2,4,note,,,,,,metrics not collected: no counter permission\n"
+            "st-1,NVIDIA H200,opt12,train,1,5,step_ms_median,,79.595,75,203.9,,\n"
+            "st-1,NVIDIA H200,opt12,train,1,5,interval_method,,,,,,steps of 1 run\n"
+            "st-1,NVIDIA H200,opt12,train,1,5,step_ms_p10,,70,,,,\n"
+            "st-1,NVIDIA H200,opt12,train,1,5,step_ms_p90,,200,,,,\n"
+            "st-1,NVIDIA H200,opt12,train,1,5,speedup_vs_baseline,,1.25636,0.49,1.45,no,\n"
+            "st-1,NVIDIA H200,opt12,train,1,5,metrics,,,,,,\n"
+            "st-1,NVIDIA H200,opt12,train,1,5,stalls,,,,,,\n"
+            "st-1,cpu,opt1,forward,1,2,step_ms_median,,12.3,,,,\n"
+            "st-1,cpu,opt1,forward,1,2,step_ms_p10,,12,,,,\n"
+            "st-1,cpu,opt1,forward,1,2,step_ms_p90,,12.6,,,,\n"
+            "st-1,cpu,opt1,forward,1,2,share_ops,conv,0.7,,,,\n"
+            "st-1,cpu,opt1,forward,1,2,metrics,,,,,,\n"
+            "st-1,cpu,opt1,forward,1,2,stalls,,,,,,\n"
+            "st-1,cpu,opt1,forward,1,2,note,,,,,,\"no baseline cell for \"\"cpu\"\", forward\"\n");
 }
 
 TEST(FormatCompare, TableAligned) {
   EXPECT_EQ(FormatCompare(SampleCompare(), OutputFormat::kTable),
             "study st-1, speedup vs baseline on the same GPU and phase\n"
-            "GPU          PRESET    PHASE    N  STEPS      STEP MS (P10-P90)  SPEEDUP  SOURCE   TOP CATEGORIES\n"
-            "NVIDIA H200  baseline  train    2      4  100.00 (95.50-110.25)    1.00x  kernels  conv 61%, norm 20%\n"
-            "NVIDIA H200  opt1      train    2      4    40.00 (38.00-45.00)    2.50x  kernels  conv 40%, elementwise 30%\n"
-            "cpu          opt1      forward  1      2    12.30 (12.00-12.60)        -  ops      conv 70%\n"
+            "GPU          PRESET    PHASE    N  STEPS     MEDIAN MS (95% CI)                   SPEEDUP (95% CI)  SOURCE   TOP CATEGORIES\n"
+            "NVIDIA H200  baseline  train    2      4  100.00 (96.00-108.50)                  1.00x (reference)  kernels  conv 61%, norm 20%\n"
+            "NVIDIA H200  opt1      train    2      4    40.00 (38.50-43.25)                  2.50x (2.20-2.80)  kernels  conv 40%, elementwise 30%\n"
+            "NVIDIA H200  opt12     train    1      5   79.59 (75.00-203.90)  1.26x (0.49-1.45) not significant  kernels  -\n"
+            "cpu          opt1      forward  1      2                  12.30                                  -  ops      conv 70%\n"
+            "95% CI: bootstrap interval (runs resampled first, then their steps); a speedup whose interval holds 1.00 is "
+            "not significant\n"
             "notes:\n"
             "  NVIDIA H200 / opt1 / train: metrics not collected: no counter permission\n"
             "  cpu / opt1 / forward: no baseline cell for \"cpu\", forward\n");

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "client/text_table.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -27,9 +28,13 @@ google::protobuf::RepeatedPtrField<v1::Job> TwoJobs() {
   return jobs;
 }
 
+// Events carry unix_ms = 1000 * id + 500 * id * id: the gaps grow (1.5 s, 2.5 s, 3.5 s, ...).
+int64_t At(int64_t id) { return 1000 * id + 500 * id * id; }
+
 v1::StudyEvent State(int64_t id, const char* job, v1::JobState state, const char* run = "", const char* msg = "") {
   v1::StudyEvent e;
   e.set_event_id(id);
+  e.set_unix_ms(At(id));
   e.set_study_id("st-1");
   e.set_job_id(job);
   e.set_run_id(run);
@@ -57,12 +62,12 @@ v1::StudyEvent Finished(int64_t id) {
 // The story every test replays: j-1 runs to success; j-2 is requeued once, then fails.
 std::vector<v1::StudyEvent> Story() {
   return {
-      State(1, "j-1", v1::JOB_RUNNING, "r-1"),
+      State(1, "j-1", v1::JOB_RUNNING, "r-1", "attempt 1 of 3 on agent node-a (device 0: cpu)"),
       Prog(2, "j-1", "r-1", "warmup", 1, 2),
       Prog(3, "j-1", "r-1", "measure", 1, 10),
       Prog(4, "j-1", "r-1", "measure", 2, 10),
       Prog(5, "j-1", "r-1", "measure", 2, 10),  // nothing new to print
-      State(6, "j-2", v1::JOB_RUNNING, "r-2"),
+      State(6, "j-2", v1::JOB_RUNNING, "r-2", "attempt 1 of 3 on agent node-b (device 0: NVIDIA H200)"),
       State(7, "j-2", v1::JOB_QUEUED, "r-2", "requeued: lease expired"),
       State(8, "j-1", v1::JOB_SUCCEEDED, "r-1"),
       Prog(9, "j-2", "r-3", "measure", 5, 10),
@@ -143,22 +148,86 @@ TEST(RenderBar, FillsInProportion) {
   EXPECT_EQ(RenderBar(0, 0, 4, true), "[####]");
 }
 
-TEST(RenderProgressLines, OneAlignedLinePerJob) {
+TEST(RenderProgressLines, FixedColumnsWithTimesAndAgent) {
   ProgressTracker t;
   t.AddJobs(TwoJobs());
   const auto story = Story();
   for (int i = 0; i < 7; ++i) t.Apply(story[i]);
-  EXPECT_THAT(RenderProgressLines("st-1", t, 0),
-              ElementsAre("study st-1: 1 running, 1 queued",
-                          "baseline  any       running  measure  2/10  [####----------------] 20%",
-                          "opt1      gpu=h200  queued  requeued: lease expired"));
+  // now = At(7) + 1000 = 32500. j-1: started At(1) = 1500, measure 1/10 at At(3) = 7500, 2/10
+  // at At(4) = 12000: last step 4.5 s, ETA 8 x 4.5 s = 36 s, elapsed 32500 - 1500 = 31 s.
+  const int64_t now = At(7) + 1000;
+  const std::string header =
+      "PRESET   TARGET     STATE     PHASE      STEP   LAST ELAPSED    ETA                             AGENT";
+  EXPECT_THAT(RenderProgressLines("st-1", t, 0, 0, now),
+              ElementsAre("study st-1: 1 running, 1 queued", header,
+                          "baseline any        running   measure    2/10   4.5s   31.0s  36.0s [####----------------] 20%  node-a",
+                          "opt1     gpu=h200   requeued                       -       -      -                             node-b: requeued: lease expired"));
   for (int i = 7; i < 11; ++i) t.Apply(story[i]);
-  EXPECT_THAT(RenderProgressLines("st-1", t, 0),
-              ElementsAre("study st-1: 1 succeeded, 1 failed",
-                          "baseline  any       succeeded  done  [####################] 100%",
-                          "opt1      gpu=h200  failed  oom: CUDA out of memory"));
-  // Clipped to the terminal width.
-  EXPECT_EQ(RenderProgressLines("st-1", t, 20)[1], "baseline  any      \u2026");
+  // j-1 ended at At(8) = 40000: 38.5 s after its start. j-2's run r-3 began with its first
+  // report at At(9) = 49500 and failed at At(10) = 60000: 10.5 s, no step time, no lease seen.
+  EXPECT_THAT(RenderProgressLines("st-1", t, 0, 0, now),
+              ElementsAre("study st-1: 1 succeeded, 1 failed", header,
+                          "baseline any        succeeded done              4.5s   38.5s      -                             node-a",
+                          "opt1     gpu=h200   failed                         -   10.5s      -                             oom: CUDA out of memory"));
+}
+
+TEST(RenderProgressLines, FitsEightyColumnsWithoutABarAndKeepsItsColumns) {
+  ProgressTracker t;
+  t.AddJobs(TwoJobs());
+  std::vector<std::vector<std::string>> frames;
+  for (const auto& e : Story()) {
+    t.Apply(e);
+    frames.push_back(RenderProgressLines("st-1", t, 79, 0, At(12)));
+  }
+  for (const auto& frame : frames) {
+    for (const std::string& line : frame) {
+      EXPECT_LE(DisplayWidth(line), 79u) << line;
+      EXPECT_EQ(line.find('['), std::string::npos) << line;  // no bar at 80 columns
+    }
+    // Stable widths: the state column starts at the same place in every frame and row.
+    for (size_t i = 2; i < frame.size(); ++i) EXPECT_EQ(frame[i].find_first_not_of(' ', 20), 20u) << frame[i];
+  }
+}
+
+TEST(RenderProgressLines, NoBarOrStepBeforeMeasuring) {
+  ProgressTracker t;
+  t.AddJobs(TwoJobs());
+  t.Apply(State(1, "j-1", v1::JOB_RUNNING, "r-1"));
+  t.Apply(Prog(2, "j-1", "r-1", "setup", 1, 1));
+  const std::string setup = RenderProgressLines("st-1", t, 0, 0, At(3))[2];
+  EXPECT_THAT(setup, HasSubstr("setup"));
+  EXPECT_EQ(setup.find('['), std::string::npos) << setup;
+  EXPECT_EQ(setup.find("1/1"), std::string::npos) << setup;
+  t.Apply(Prog(3, "j-1", "r-1", "measure", 0, 10));
+  EXPECT_THAT(RenderProgressLines("st-1", t, 0, 0, At(4))[2], HasSubstr("[----------------"));
+}
+
+TEST(ProgressTracker, ReplayAfterASnapshotNeverMovesAJobBack) {
+  // The watch starts from GetStudy (j-1 already running run r-1) and the server replays the
+  // study's events from the first: j-1's submission said "queued".
+  google::protobuf::RepeatedPtrField<v1::Job> jobs = TwoJobs();
+  jobs[0].set_state(v1::JOB_RUNNING);
+  jobs[0].set_current_run_id("r-1");
+  ProgressTracker t;
+  t.AddJobs(jobs);
+  t.Apply(State(1, "j-1", v1::JOB_QUEUED, "", "submitted"));
+  EXPECT_EQ(t.jobs()[0].state, v1::JOB_RUNNING);
+  t.Apply(State(2, "j-1", v1::JOB_RUNNING, "r-1", "attempt 1 of 3 on agent node-a (device 0: cpu)"));
+  t.Apply(State(3, "j-1", v1::JOB_SUCCEEDED, "r-1"));
+  t.Apply(State(4, "j-1", v1::JOB_RUNNING, "r-1"));  // out of order: an end is final
+  EXPECT_EQ(t.jobs()[0].state, v1::JOB_SUCCEEDED);
+  EXPECT_EQ(t.jobs()[0].agent, "node-a");
+}
+
+TEST(ProgressHelpers, DurationsAndAgents) {
+  EXPECT_EQ(ShortDuration(-1), "-");
+  EXPECT_EQ(ShortDuration(812), "812ms");
+  EXPECT_EQ(ShortDuration(12'340), "12.3s");
+  EXPECT_EQ(ShortDuration(65'000), "1m05s");
+  EXPECT_EQ(ShortDuration(725'000), "12m05s");
+  EXPECT_EQ(ShortDuration(7'380'000), "2h03m");
+  EXPECT_EQ(AgentFromLeaseMessage("attempt 2 of 3 on agent gpu-7 (device 1: NVIDIA H200)"), "gpu-7");
+  EXPECT_EQ(AgentFromLeaseMessage("requeued: lease expired"), "");
 }
 
 TEST(RenderProgressLines, ManyJobsShowActiveOnesFirstWithinTheLimit) {
@@ -173,14 +242,17 @@ TEST(RenderProgressLines, ManyJobsShowActiveOnesFirstWithinTheLimit) {
   }
   ProgressTracker t;
   t.AddJobs(jobs);
-  // 4 job lines: 3 jobs (running, failed, queued — in study order) and the count of the rest.
-  EXPECT_THAT(RenderProgressLines("st-1", t, 0, 4),
-              ElementsAre("study st-1: 1 running, 1 queued, 3 succeeded, 1 failed",
-                          "p2  any  running",
-                          "p3  any  queued",
-                          "p4  any  failed",
-                          "\u2026 3 more jobs not shown"));
-  EXPECT_EQ(RenderProgressLines("st-1", t, 0, 6).size(), 7u);  // all fit: no count line
+  // 5 lines under the summary: the header, 3 jobs (running, failed, queued — in study order) and
+  // the count of the rest.
+  const std::vector<std::string> lines = RenderProgressLines("st-1", t, 79, 5);
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[0], "study st-1: 1 running, 1 queued, 3 succeeded, 1 failed");
+  EXPECT_THAT(lines[1], ::testing::StartsWith("PRESET   TARGET     STATE"));
+  EXPECT_THAT(lines[2], ::testing::StartsWith("p2       any        running"));
+  EXPECT_THAT(lines[3], ::testing::StartsWith("p3       any        queued"));
+  EXPECT_THAT(lines[4], ::testing::StartsWith("p4       any        failed"));
+  EXPECT_EQ(lines[5], "\u2026 3 more jobs not shown");
+  EXPECT_EQ(RenderProgressLines("st-1", t, 0, 7).size(), 8u);  // all fit: no count line
 }
 
 TEST(RenderPlainLine, StateStageAndMessage) {
@@ -208,12 +280,12 @@ TEST(ProgressView, PlainLinesInEventOrder) {
   view.Finish();
   EXPECT_EQ(out.str(),
             "study st-1: watching 2 jobs\n"
-            "job j-1 baseline any: running\n"
-            "job j-1 baseline any: running warmup 1/2\n"
-            "job j-1 baseline any: running measure 1/10\n"
-            "job j-1 baseline any: running measure 2/10\n"
-            "job j-2 opt1 gpu=h200: running\n"
-            "job j-2 opt1 gpu=h200: queued: requeued: lease expired\n"
+            "job j-1 baseline any: running on node-a\n"
+            "job j-1 baseline any: running warmup 1/2 on node-a\n"
+            "job j-1 baseline any: running measure 1/10 on node-a\n"
+            "job j-1 baseline any: running measure 2/10 on node-a\n"
+            "job j-2 opt1 gpu=h200: running on node-b\n"
+            "job j-2 opt1 gpu=h200: requeued: requeued: lease expired\n"
             "job j-1 baseline any: succeeded\n"
             "job j-2 opt1 gpu=h200: running measure 5/10\n"
             "job j-2 opt1 gpu=h200: failed: oom: CUDA out of memory\n");
@@ -234,24 +306,25 @@ TEST(ProgressView, PlainLinesThrottleToTenths) {
 
 TEST(ProgressView, TerminalRedrawsTheBlockInPlace) {
   std::ostringstream out;
-  ProgressView view(&out, /*tty=*/true, 0);
+  ProgressView view(&out, /*tty=*/true, 79, 0, [] { return int64_t{10'000}; });
   view.Start("st-1", TwoJobs());
   const std::string first = out.str();
+  const std::string header = "\x1b[2KPRESET   TARGET     STATE     PHASE      STEP   LAST ELAPSED    ETA AGENT\n";
   EXPECT_EQ(first,
-            "\x1b[2Kstudy st-1: 2 queued\n"
-            "\x1b[2Kbaseline  any       queued\n"
-            "\x1b[2Kopt1      gpu=h200  queued\n");
+            "\x1b[2Kstudy st-1: 2 queued\n" + header +
+            "\x1b[2Kbaseline any        queued                         -       -      -\n"
+            "\x1b[2Kopt1     gpu=h200   queued                         -       -      -\n");
   view.OnEvent(Prog(1, "j-1", "r-1", "measure", 5, 10));
   const std::string second = out.str().substr(first.size());
   EXPECT_EQ(second,
-            "\x1b[3F"  // back to the first line of the block
-            "\x1b[2Kstudy st-1: 1 running, 1 queued\n"
-            "\x1b[2Kbaseline  any       running  measure  5/10  [##########----------] 50%\n"
-            "\x1b[2Kopt1      gpu=h200  queued\n");
+            "\x1b[4F"  // back to the first line of the block
+            "\x1b[2Kstudy st-1: 1 running, 1 queued\n" + header +
+            "\x1b[2Kbaseline any        running   measure    5/10      -    8.5s      -\n"
+            "\x1b[2Kopt1     gpu=h200   queued                         -       -      -\n");
   // A note clears the block, prints, and draws the block again below it.
   view.Note("medprof: reconnecting");
   const std::string third = out.str().substr(first.size() + second.size());
-  EXPECT_EQ(third.substr(0, 11), "\x1b[3F\x1b[J" "medp");
+  EXPECT_EQ(third.substr(0, 11), "\x1b[4F\x1b[J" "medp");
   EXPECT_THAT(third, HasSubstr("medprof: reconnecting\n\x1b[2Kstudy st-1: 1 running, 1 queued\n"));
 }
 

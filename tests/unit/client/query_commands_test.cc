@@ -155,6 +155,8 @@ TEST(QueryFormat, DiffTableAndJson) {
   r.set_time_source("kernels");
   r.set_a_total_ns(10'000'000);
   r.set_b_total_ns(5'000'000);
+  r.set_a_step_ms_median(12.5);
+  r.set_b_step_ms_median(6.25);
   auto* d = r.add_rows();
   d->set_op("aten::conv3d");
   d->set_category("conv");
@@ -171,7 +173,13 @@ TEST(QueryFormat, DiffTableAndJson) {
   EXPECT_EQ(j.at("rows")[0].at("delta_ns"), -5'000'000);
   EXPECT_DOUBLE_EQ(j.at("rows")[0].at("ratio").get<double>(), 0.375);
   EXPECT_TRUE(j.at("rows")[1].at("ratio").is_null());  // no time in A: no ratio, not 0
+  EXPECT_DOUBLE_EQ(j.at("a_step_ms_median").get<double>(), 12.5);
   const std::string t = FormatDiff(r, OutputFormat::kTable);
+  // The header names both numbers: the step time and the summed kernel time, which differ.
+  EXPECT_THAT(t, HasSubstr("A = run run-a: median step 12.50 ms, GPU kernel time summed 10.000 ms/step\n"
+                           "B = run run-b: median step 6.25 ms, GPU kernel time summed 5.000 ms/step\n"
+                           "GPU kernel time per measured step, by op and category (a sum of kernel durations, "
+                           "not the step time)\n"));
   EXPECT_THAT(t, HasSubstr("-5.000"));
   EXPECT_THAT(t, HasSubstr("0.38x"));
   EXPECT_THAT(t, HasSubstr("+1.000"));

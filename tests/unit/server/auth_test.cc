@@ -246,6 +246,17 @@ TEST_F(AuthWireTest, EveryRpcWithEveryRole) {
     v1::ImportRunResponse out;
     return people_->ImportRun(Ctx(t).get(), r, &out);
   };
+  calls["UploadRun"] = [&](const std::string& t) {
+    v1::UploadRunRequest r;
+    // A study of its own: CancelStudy (called first, in name order) cancels the fixture's.
+    absl::StatusOr<std::string> fresh = Submit(tokens.at("submit"));
+    r.set_study_id(fresh.ok() ? *fresh : study_id);
+    r.add_messages()->mutable_started()->mutable_effective()->set_preset("opt1");
+    r.add_messages()->mutable_step()->set_wall_ns(1000);
+    r.add_messages()->mutable_summary()->set_measured_steps(1);
+    v1::UploadRunResponse out;
+    return people_->UploadRun(Ctx(t).get(), r, &out);
+  };
   calls["GetStudy"] = [&](const std::string& t) {
     v1::GetStudyRequest r;
     r.set_study_id(study_id);
@@ -379,7 +390,7 @@ TEST_F(AuthWireTest, EveryRpcWithEveryRole) {
   // What each role may call: people's reads; submit/admin also write; agents only AgentService.
   const std::set<std::string> reads = {"GetStudy", "ListStudies", "WatchStudy", "ListRuns",    "GetRun",
                                        "Compare",  "ListAgents",  "ListKernels", "DiffRuns", "GetTimeline"};
-  const std::set<std::string> writes = {"SubmitStudy", "CancelStudy", "ImportRun"};
+  const std::set<std::string> writes = {"SubmitStudy", "CancelStudy", "ImportRun", "UploadRun"};
   const std::set<std::string> agent_calls = {"Register", "Heartbeat", "AcquireJob", "UploadResults", "FinishRun"};
   int allowed = 0, refused = 0;
   for (const char* role : {"read", "submit", "admin", "agent"}) {
@@ -409,9 +420,9 @@ TEST_F(AuthWireTest, EveryRpcWithEveryRole) {
       }
     }
   }
-  // Over the 18 RPCs with typed calls: read 10, submit 13, admin 13, agent 5.
-  EXPECT_EQ(allowed, 10 + 13 + 13 + 5);
-  EXPECT_EQ(refused, 4 * 18 - allowed);
+  // Over the 19 RPCs with typed calls: read 10, submit 14, admin 14, agent 5.
+  EXPECT_EQ(allowed, 10 + 14 + 14 + 5);
+  EXPECT_EQ(refused, 4 * 19 - allowed);
 
   // Without a token, or with a made-up one: UNAUTHENTICATED for every RPC.
   for (const auto& [method, call] : calls) {

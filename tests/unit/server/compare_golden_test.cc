@@ -24,6 +24,16 @@
 //  cpu / opt1, steps 50, 150: median 100, p10 60, p90 140, speedup 1.
 //  baseline_gpu "cpu": H200 baseline 100/13 = 7.6923076923076925, opt1 100/5 = 20, opt2 has no
 //    cpu cell (note); cpu cells 1.
+// Intervals (intervals.h, 2000 seeded replicates; every cell has < 3 runs and < 5 steps: notes):
+//  H200 baseline, runs {10, 12} | {14, 16} resampled runs first: a replicate median of 10 needs
+//    both draws on run 1 (1/4) and >= 3 of its 4 steps at 10 (5/16): p 0.078 > 0.025, so the
+//    interval is [10, 16]. One-run cells of two steps {a, b} reach both: opt1 [4, 6], cpu opt1
+//    [50, 150]; constant cells are points (opt2 [20, 20], cpu baseline [100, 100]).
+//  Speedups pair independent replicates, so the ends are the extreme ratios whenever each end
+//    has p > 0.025: opt2 [10/20, 16/20] = [0.5, 0.8]; opt1 [11/6, 15/4] = [1.833, 3.75] (10/6
+//    and 16/4 need two tails at once, p < 0.025); cpu opt1 [100/150, 100/50] = [0.667, 2] holds
+//    1.0: not significant; cross-GPU H200 baseline [100/16, 100/10] = [6.25, 10], opt1
+//    [50/6, 150/4] = [8.33, 37.5]. The reference cells (baseline, and cpu's own) have none.
 #include <google/protobuf/util/json_util.h>
 
 #include <cmath>

@@ -1,4 +1,9 @@
 // Compare on hand-made runs with exact expected medians, spreads, speedups and shares.
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "tests/unit/server/domain_fixture.h"
 
 namespace medprof::server::testing {
@@ -139,7 +144,16 @@ TEST_F(CompareTest, MediansSpreadsSpeedupsAndShares) {
   EXPECT_EQ(base.time_source, "ops");
   EXPECT_THAT(base.categories, ElementsAre(Pair("conv", DoubleNear(0.7, 1e-12)),
                                            Pair("elementwise", DoubleNear(0.3, 1e-12))));
-  EXPECT_THAT(base.notes, ElementsAre("metrics not collected: no counter permission"));
+  EXPECT_THAT(base.notes, ElementsAre("metrics not collected: no counter permission",
+                                      "2 runs (< 3): the interval misses run-to-run variation; submit --repeats 3 or more",
+                                      "4 measured steps (< 5): too few for a usable interval; use --steps 5 or more"));
+  EXPECT_EQ(base.interval_method, "runs, then steps");
+  // Every replicate median lies between the smallest and largest step.
+  EXPECT_GE(base.step_ms_ci_lo, 10.0);
+  EXPECT_LE(base.step_ms_ci_lo, base.step_ms_median);
+  EXPECT_GE(base.step_ms_ci_hi, base.step_ms_median);
+  EXPECT_LE(base.step_ms_ci_hi, 40.0);
+  EXPECT_FALSE(base.speedup_ci.has_value());  // the reference cell
 
   const CompareCell& opt1 = out->cells[1];
   EXPECT_EQ(opt1.gpu, "NVIDIA H200");
@@ -154,7 +168,15 @@ TEST_F(CompareTest, MediansSpreadsSpeedupsAndShares) {
   EXPECT_EQ(opt1.time_source, "kernels");  // kernel rows win over op rows
   EXPECT_THAT(opt1.categories,
               ElementsAre(Pair("conv", DoubleNear(0.6, 1e-12)), Pair("gemm", DoubleNear(0.3, 1e-12))));
-  EXPECT_TRUE(opt1.notes.empty());
+  EXPECT_THAT(opt1.notes,
+              ElementsAre("1 run (< 3): the interval misses run-to-run variation; submit --repeats 3 or more",
+                          "3 measured steps (< 5): too few for a usable interval; use --steps 5 or more"));
+  EXPECT_EQ(opt1.interval_method, "steps of 1 run");
+  ASSERT_TRUE(opt1.speedup_ci.has_value());
+  // baseline replicates lie in [10, 40], opt1's in [5, 6]: the ratio in [10/6, 40/5].
+  EXPECT_GE(opt1.speedup_ci->lo, 10.0 / 6);
+  EXPECT_LE(opt1.speedup_ci->hi, 8.0);
+  EXPECT_TRUE(opt1.speedup_ci->significant);
 
   const CompareCell& cpu_cell = out->cells[2];
   EXPECT_EQ(cpu_cell.gpu, "cpu");
@@ -168,8 +190,12 @@ TEST_F(CompareTest, MediansSpreadsSpeedupsAndShares) {
   EXPECT_EQ(cpu_cell.time_source, "ops");
   EXPECT_THAT(cpu_cell.categories,
               ElementsAre(Pair("conv", DoubleNear(0.6, 1e-12)), Pair("norm", DoubleNear(0.3, 1e-12))));
-  EXPECT_THAT(cpu_cell.notes, ElementsAre("metrics not collected: no GPU", "sampling not collected: no GPU",
-                                          "no baseline cell on this GPU and phase: no speedup"));
+  EXPECT_THAT(cpu_cell.notes,
+              ElementsAre("metrics not collected: no GPU", "sampling not collected: no GPU",
+                          "1 run (< 3): the interval misses run-to-run variation; submit --repeats 3 or more",
+                          "2 measured steps (< 5): too few for a usable interval; use --steps 5 or more",
+                          "no baseline cell on this GPU and phase: no speedup"));
+  EXPECT_FALSE(cpu_cell.speedup_ci.has_value());
 
   // All categories when asked; the unclassified kernel was classified from its op.
   r.top_categories = 12;
@@ -191,6 +217,148 @@ TEST_F(CompareTest, MediansSpreadsSpeedupsAndShares) {
   out = domain_->queries().Compare(ctx_, r);
   ASSERT_THAT(out, IsOk());
   EXPECT_TRUE(out->cells.empty());
+}
+
+// Three runs per preset. opt1 is twice as fast in every run: significant. opt2's runs are one slow
+// and two fast, like baseline's (the 82.7 vs 203.9 ms repeats): its point speedup is near
+// 1, and its interval, from resamples that draw the slow run for one cell and not the other,
+// spans 80/204 to 235/83 — it contains 1.0, so not significant.
+TEST_F(CompareTest, IntervalsSeparateResultsFromNoise) {
+  const std::string gpu = Register("node-gpu", {Gpu(0)});
+  const SubmitStudyResult s = Submit({"baseline", "opt1", "opt2"}, {"gpu=h200"}, 3);
+  const std::map<std::string, std::vector<std::vector<int64_t>>> steps = {
+      {"baseline", {{100, 101, 99, 100, 102}, {98, 100, 101, 99, 100}, {100, 100, 101, 99, 98}}},
+      {"opt1", {{50, 51, 49, 50, 52}, {49, 50, 51, 50, 50}, {50, 49, 50, 51, 50}}},
+      {"opt2", {{80, 85, 83, 82, 84}, {200, 205, 203, 204, 202}, {83, 84, 82, 83, 85}}}};
+  std::map<std::string, int> seen;
+  for (int i = 0; i < 9; ++i) {
+    std::optional<Assignment> a = Acquire(gpu);
+    ASSERT_TRUE(a.has_value());
+    const std::string preset = a->config.preset();
+    std::vector<int64_t> ns;
+    for (int64_t ms : steps.at(preset).at(static_cast<size_t>(seen[preset]++))) ns.push_back(ms * kMs);
+    Complete(gpu, *a, "NVIDIA H200", "cupti", ns, {}, {});
+  }
+  CompareRequest r;
+  r.study_id = s.study_id;
+  auto out = domain_->queries().Compare(ctx_, r);
+  ASSERT_THAT(out, IsOk());
+  ASSERT_EQ(out->cells.size(), 3u);
+  const CompareCell& base = out->cells[0];
+  EXPECT_THAT(base.notes, ElementsAre("no kernel or op times recorded"));  // 3 runs, 15 steps: no sample-size note
+  EXPECT_GE(base.step_ms_ci_lo, 98.0);
+  EXPECT_LE(base.step_ms_ci_hi, 102.0);
+
+  const CompareCell& opt1 = out->cells[1];
+  ASSERT_TRUE(opt1.speedup_ci.has_value());
+  EXPECT_GE(opt1.speedup_ci->lo, 98.0 / 52);  // replicate medians: baseline in [98, 102], opt1 in [49, 52]
+  EXPECT_LE(opt1.speedup_ci->hi, 102.0 / 49);
+  EXPECT_LE(opt1.speedup_ci->lo, opt1.speedup_vs_baseline);
+  EXPECT_GE(opt1.speedup_ci->hi, opt1.speedup_vs_baseline);
+  EXPECT_TRUE(opt1.speedup_ci->significant);
+
+  const CompareCell& opt2 = out->cells[2];
+  ASSERT_TRUE(opt2.speedup_ci.has_value());
+  EXPECT_LT(opt2.speedup_ci->lo, 1.0);
+  EXPECT_GT(opt2.speedup_ci->hi, 1.0);
+  EXPECT_FALSE(opt2.speedup_ci->significant);
+
+  // Deterministic: the same store gives the same intervals.
+  auto again = domain_->queries().Compare(ctx_, r);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(again->cells[2].speedup_ci->lo, opt2.speedup_ci->lo);
+  EXPECT_EQ(again->cells[0].step_ms_ci_hi, base.step_ms_ci_hi);
+}
+
+// Two studies of the same presets (before / after a change): cells per study, side by side, and
+// the second study's speedup vs the first at the same GPU and preset.
+TEST_F(CompareTest, AcrossStudies) {
+  const std::string gpu = Register("node-gpu", {Gpu(0)});
+  const SubmitStudyResult first = Submit({"baseline", "opt1"}, {"gpu=h200"}, 1);
+  for (int64_t ms : {100, 50}) {
+    std::optional<Assignment> a = Acquire(gpu);
+    ASSERT_TRUE(a.has_value());
+    Complete(gpu, *a, "NVIDIA H200", "cupti", {ms * kMs, ms * kMs, ms * kMs, ms * kMs, ms * kMs}, {}, {});
+  }
+  const SubmitStudyResult second = Submit({"baseline", "opt1"}, {"gpu=h200"}, 1);
+  for (int64_t ms : {80, 40}) {
+    std::optional<Assignment> a = Acquire(gpu);
+    ASSERT_TRUE(a.has_value());
+    Complete(gpu, *a, "NVIDIA H200", "cupti", {ms * kMs, ms * kMs, ms * kMs, ms * kMs, ms * kMs}, {}, {});
+  }
+  CompareRequest r;
+  r.study_id = first.study_id;
+  r.more_study_ids = {second.study_id};
+  auto out = domain_->queries().Compare(ctx_, r);
+  ASSERT_THAT(out, IsOk());
+  EXPECT_THAT(out->study_ids, ElementsAre(first.study_id, second.study_id));
+  ASSERT_EQ(out->cells.size(), 4u);
+  // baseline of the first, baseline of the second, opt1 of the first, opt1 of the second.
+  EXPECT_EQ(out->cells[0].study_id, first.study_id);
+  EXPECT_EQ(out->cells[0].preset, "baseline");
+  EXPECT_FALSE(out->cells[0].has_study_baseline);
+  EXPECT_EQ(out->cells[1].study_id, second.study_id);
+  EXPECT_EQ(out->cells[1].preset, "baseline");
+  ASSERT_TRUE(out->cells[1].has_study_baseline);
+  EXPECT_DOUBLE_EQ(out->cells[1].speedup_vs_first_study, 100.0 / 80);
+  ASSERT_TRUE(out->cells[1].speedup_study_ci.has_value());  // constant steps: a point interval
+  EXPECT_DOUBLE_EQ(out->cells[1].speedup_study_ci->lo, 1.25);
+  EXPECT_TRUE(out->cells[1].speedup_study_ci->significant);
+  EXPECT_EQ(out->cells[3].study_id, second.study_id);
+  EXPECT_EQ(out->cells[3].preset, "opt1");
+  EXPECT_DOUBLE_EQ(out->cells[3].speedup_vs_first_study, 50.0 / 40);
+  // Within a study the baseline is that study's own.
+  EXPECT_DOUBLE_EQ(out->cells[3].speedup_vs_baseline, 80.0 / 40);
+
+  r.more_study_ids = {first.study_id};
+  EXPECT_THAT(domain_->queries().Compare(ctx_, r),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("more_study_ids[0]: study " + first.study_id +
+                                                                     " is given twice")));
+  r.more_study_ids = {"st-000000000000"};
+  EXPECT_THAT(domain_->queries().Compare(ctx_, r),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("more_study_ids[0]: no study")));
+}
+
+// The committed H200 study (bench/results/h200-gpu-node-2026-12-02/compare.json: one run of two
+// measured steps per preset). Its two steps per cell are recovered exactly from p10 and p90
+// (with two steps a < b: p10 = a + 0.1 (b - a), p90 = a + 0.9 (b - a)), stored, and compared
+// again: opt1's 5.25x over baseline must come out significant even from n = 1 and 2 steps,
+// since every resample of baseline (1265.97..1269.37 ms) is far above every one of opt1's
+// (241.22..241.61 ms): the interval is [1265.97 / 241.61, 1269.37 / 241.22] = [5.24, 5.26].
+TEST_F(CompareTest, CommittedH200StudyOpt1IsSignificant) {
+  std::ifstream in(std::string(MEDPROF_SOURCE_DIR) + "/bench/results/h200-gpu-node-2026-12-02/compare.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json committed = nlohmann::json::parse(in);
+  std::map<std::string, std::vector<int64_t>> steps;
+  for (const nlohmann::json& c : committed.at("cells")) {
+    const double p10 = c.at("step_ms_p10"), p90 = c.at("step_ms_p90");
+    const double a = p10 - 0.1 * (p90 - p10) / 0.8, b = a + (p90 - p10) / 0.8;
+    ASSERT_NEAR((a + b) / 2, c.at("step_ms_median").get<double>(), 1e-6);
+    steps[c.at("preset")] = {std::llround(a * 1e6), std::llround(b * 1e6)};
+  }
+  ASSERT_EQ(steps.size(), 5u);
+  const std::string gpu = Register("h200", {Gpu(0)});
+  const SubmitStudyResult s = Submit({"baseline", "opt1", "opt2", "opt12", "bf16"}, {"gpu=h200"}, 1);
+  for (int i = 0; i < 5; ++i) {
+    std::optional<Assignment> a = Acquire(gpu);
+    ASSERT_TRUE(a.has_value());
+    Complete(gpu, *a, "NVIDIA H200", "cupti", steps.at(a->config.preset()), {}, {});
+  }
+  CompareRequest r;
+  r.study_id = s.study_id;
+  auto out = domain_->queries().Compare(ctx_, r);
+  ASSERT_THAT(out, IsOk());
+  ASSERT_EQ(out->cells.size(), 5u);
+  const CompareCell& opt1 = out->cells[1];
+  ASSERT_EQ(opt1.preset, "opt1");
+  EXPECT_NEAR(opt1.speedup_vs_baseline, 5.2510797237773, 1e-6);  // the committed figure
+  ASSERT_TRUE(opt1.speedup_ci.has_value());
+  EXPECT_TRUE(opt1.speedup_ci->significant);
+  EXPECT_NEAR(opt1.speedup_ci->lo, 1265.97 / 241.61, 0.01);
+  EXPECT_NEAR(opt1.speedup_ci->hi, 1269.37 / 241.22, 0.01);
+  // One run, two steps: both sample-size notes.
+  EXPECT_THAT(opt1.notes, ::testing::Contains(HasSubstr("1 run (< 3)")));
+  EXPECT_THAT(opt1.notes, ::testing::Contains(HasSubstr("2 measured steps (< 5)")));
 }
 
 TEST_F(CompareTest, ValidatesTheRequest) {

@@ -1,6 +1,7 @@
 // OpTracer on a tiny real LibTorch computation: self vs inclusive time, phase attribution,
 // only measured steps counted, listener calls balanced.
 #include "agent/profiler/op_tracer.h"
+#include "agent/profiler/host_timeline.h"
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
@@ -239,6 +240,71 @@ TEST(ShapeTableTest, InternsOnceAndEncodesExternalIds) {
   EXPECT_EQ(slot, 0u);
   EXPECT_EQ(DecodeShapeId(id), 2u);
   EXPECT_FALSE(DecodeOpSlot(uint64_t{5} << 32, &slot));  // no op: a phase-only id is never this
+}
+
+// The CPU backend's timeline: the op tracer's records of the kept measured steps as host events
+// named by the op alone, nested inside their phase and step, warm-up and later steps left out.
+TEST(HostTimelineTest, KeepsTheFirstMeasuredStepsAsHostEvents) {
+  PhaseTracker tracker;
+  OpAggregator ops;
+  HostTimeline timeline(&tracker, &ops, /*steps=*/1);
+  MEDPROF_ASSERT_OK_AND_ASSIGN(auto tracer, OpTracer::Create(&tracker, &ops, &timeline));
+  ASSERT_THAT(tracer->Start(), IsOk());
+  auto step = [&](int index, bool measured) {  // Step() with the profiler's hooks
+    tracker.BeginStep(index, measured);
+    timeline.StepBegin();
+    tracker.BeginPhase("fwd");
+    timeline.PhaseBegin("fwd");
+    {
+      RECORD_USER_SCOPE("medprof_test_outer");
+      Spin(1'000'000);
+    }
+    at::conv3d(at::ones({1, 1, 6, 6, 6}), at::ones({2, 1, 3, 3, 3}));
+    timeline.PhaseEnd("fwd");
+    tracker.EndPhase("fwd");
+    timeline.StepEnd();
+    tracker.EndStep();
+  };
+  step(0, false);
+  step(0, true);
+  step(1, true);  // past the one kept step
+  tracer->Stop();
+
+  const std::vector<v1::Timeline> records = timeline.Records();
+  ASSERT_EQ(records.size(), 1u);
+  const v1::Timeline& t = records[0];
+  EXPECT_EQ(t.steps(), 1);
+  EXPECT_FALSE(t.truncated());
+  EXPECT_GT(t.origin_unix_ns(), 1'600'000'000'000'000'000LL);  // a wall-clock time, not monotonic
+  std::map<std::string, const v1::TimelineEvent*> by_name;
+  for (const v1::TimelineEvent& e : t.events()) {
+    EXPECT_EQ(e.step(), 0) << e.name();
+    EXPECT_EQ(e.stream(), -1) << e.name();
+    EXPECT_GE(e.start_ns(), 0) << e.name();
+    by_name.emplace(e.name(), &e);
+  }
+  ASSERT_TRUE(by_name.count("step"));
+  ASSERT_TRUE(by_name.count("fwd"));
+  ASSERT_TRUE(by_name.count("aten::conv3d"));
+  ASSERT_TRUE(by_name.count("medprof_test_outer"));
+  const v1::TimelineEvent& st = *by_name["step"];
+  const v1::TimelineEvent& fwd = *by_name["fwd"];
+  const v1::TimelineEvent& conv = *by_name["aten::conv3d"];
+  const v1::TimelineEvent& outer = *by_name["medprof_test_outer"];
+  EXPECT_EQ(st.kind(), "phase");
+  EXPECT_EQ(fwd.kind(), "phase");
+  EXPECT_EQ(conv.kind(), "op");
+  EXPECT_EQ(conv.phase(), "fwd");
+  EXPECT_GE(outer.duration_ns(), 1'000'000);
+  // Nesting: op inside phase inside step.
+  EXPECT_LE(st.start_ns(), fwd.start_ns());
+  EXPECT_LE(fwd.start_ns(), conv.start_ns());
+  EXPECT_LE(conv.start_ns() + conv.duration_ns(), fwd.start_ns() + fwd.duration_ns());
+  EXPECT_LE(fwd.start_ns() + fwd.duration_ns(), st.start_ns() + st.duration_ns());
+  // One step kept: each op once.
+  int convs = 0;
+  for (const v1::TimelineEvent& e : t.events()) convs += e.name() == "aten::conv3d";
+  EXPECT_EQ(convs, 1);
 }
 
 TEST(OpTracerTest, OnlyOneTracerAtATime) {

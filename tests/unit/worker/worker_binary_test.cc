@@ -304,6 +304,10 @@ TEST(WorkerBinaryTest, TinyCpuRunEndToEnd) {
       kinds.push_back("kernels");
     } else if (m.has_summary()) {
       kinds.push_back("summary");
+    } else if (m.has_timeline()) {
+      // The CPU backend's host timeline, in records of at most 20000 events: counted once.
+      EXPECT_TRUE(gpu || m.timeline().events_size() > 0);
+      if (kinds.back() != "timeline") kinds.push_back("timeline");
     } else {
       kinds.push_back("other");
     }
@@ -311,8 +315,8 @@ TEST(WorkerBinaryTest, TinyCpuRunEndToEnd) {
   EXPECT_EQ(steps, 3);
   if (!gpu) {
     EXPECT_THAT(kinds, ::testing::ElementsAre("setup 1/1", "warmup 1/1", "step", "measure 1/3", "step",
-                                              "measure 2/3", "step", "measure 3/3", "ops", "done 3/3",
-                                              "summary"));
+                                              "measure 2/3", "step", "measure 3/3", "ops", "timeline",
+                                              "done 3/3", "summary"));
   }
   ASSERT_NE(ops, nullptr);
   EXPECT_EQ(ops->steps(), 3);
