@@ -476,7 +476,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   kernels->require_subcommand(0, 1);
   kernels->add_option("RUN", kernels_run, "run id");
   kernels->add_option("--top", kernels_top, "only the N largest (1..10000; default all)")->type_name("N");
-  bool kernels_signatures = false;
+  bool kernels_signatures = false, kernels_all = false;
+  kernels->add_flag("--all", kernels_all, "table: also the rows under 0.5 % of the time (JSON and CSV hold every row)");
   kernels->add_flag("--signatures", kernels_signatures,
                     "also each listed kernel's launch signatures (grid, block, op, input shapes), its share of "
                     "the kernel's time, and which the metrics layer measured");
@@ -660,6 +661,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     KernelsCommand cmd;
     cmd.request.set_run_id(kernels_run);
     cmd.request.set_signatures(kernels_signatures);
+    cmd.all = kernels_all;
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(kernels_format, kAllFormats, "kernels"));
     if (kernels->get_option("--top")->count() > 0) {
       MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", kernels_top, 1, kMaxTopRows));

@@ -122,6 +122,7 @@ struct ReportCommand {
 struct KernelsCommand {
   v1::ListKernelsRequest request;
   OutputFormat format = OutputFormat::kTable;
+  bool all = false;  // table: also the rows under kKernelRowShare of the time
 };
 
 // `medprof diff RUN_A RUN_B [--top N]`: kernel time aligned by op and category.

@@ -385,7 +385,7 @@ int Execute(const Command& command, MedprofClient* client, const CliIo& io, cons
           [&](const KernelsCommand& c) {
             auto r = client->ListKernels(c.request);
             if (!r.ok()) return ServerError(io, r.status());
-            *io.out << FormatKernels(*r, c.format);
+            *io.out << FormatKernels(*r, c.format, c.all);
             return kExitOk;
           },
           [&](const DiffCommand& c) {

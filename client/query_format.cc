@@ -495,9 +495,43 @@ std::string SignaturesTable(const v1::ListKernelsResponse& r) {
   return out;
 }
 
+// The kernel rows at or above kKernelRowShare of the time (every row with `all`), a line saying how
+// many were hidden; the metrics coverage column only when the metrics layer measured a kernel, and
+// on a CPU run no separate op column (an op row's name is its op).
+std::string KernelsTable(const v1::ListKernelsResponse& r, bool all) {
+  const bool ops = r.time_source() == "ops";
+  const bool coverage = std::any_of(r.kernels().begin(), r.kernels().end(),
+                                    [](const v1::KernelShare& k) { return k.has_coverage_pct(); });
+  std::vector<std::string> head = {"SHARE", "TOTAL MS", "COUNT", "CATEGORY", "PHASE"};
+  std::vector<Align> align = {Align::kRight, Align::kRight, Align::kRight, Align::kLeft, Align::kLeft};
+  if (!ops) head.push_back("OP"), align.push_back(Align::kLeft);
+  if (coverage) head.push_back("METRICS COV"), align.push_back(Align::kRight);
+  head.push_back(ops ? "OP (CPU)" : "KERNEL");
+  align.push_back(Align::kLeft);
+  TextTable t(head, align);
+  int hidden = 0;
+  for (const auto& k : r.kernels()) {
+    if (!all && k.share() < kKernelRowShare) {
+      ++hidden;
+      continue;
+    }
+    std::vector<std::string> row = {Percent(k.share()), Ms(k.total_ns()), absl::StrCat(k.count()), k.category(),
+                                    k.phase().empty() ? "-" : k.phase()};
+    if (!ops) row.push_back(k.op().empty() ? "-" : k.op());
+    if (coverage) row.push_back(k.has_coverage_pct() ? Percent(k.coverage_pct() / 100.0) : "-");
+    row.push_back(ClipToWidth(k.name(), 100));
+    t.AddRow(row);
+  }
+  std::string out = t.Render();
+  if (hidden > 0) {
+    absl::StrAppend(&out, hidden, " rows under ", kKernelRowShare * 100, " % of the time not shown (--all lists them)\n");
+  }
+  return out;
+}
+
 }  // namespace
 
-std::string FormatKernels(const v1::ListKernelsResponse& r, OutputFormat format) {
+std::string FormatKernels(const v1::ListKernelsResponse& r, OutputFormat format, bool all) {
   switch (format) {
     case OutputFormat::kJson: {
       Json o;
@@ -533,17 +567,10 @@ std::string FormatKernels(const v1::ListKernelsResponse& r, OutputFormat format)
     case OutputFormat::kTable:
       break;
   }
-  TextTable t({"SHARE", "TOTAL MS", "COUNT", "CATEGORY", "PHASE", "OP", "METRICS COV", r.time_source() == "ops" ? "OP (CPU)" : "KERNEL"},
-              {Align::kRight, Align::kRight, Align::kRight, Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight, Align::kLeft});
-  for (const auto& k : r.kernels()) {
-    t.AddRow({Percent(k.share()), Ms(k.total_ns()), absl::StrCat(k.count()), k.category(),
-              k.phase().empty() ? "-" : k.phase(), k.op().empty() ? "-" : k.op(),
-              k.has_coverage_pct() ? Percent(k.coverage_pct() / 100.0) : "-", ClipToWidth(k.name(), 100)});
-  }
   std::string out = absl::StrCat("run ", r.run_id(), ": ", r.kernels_size(), " of ", r.total_rows(),
                                  r.time_source() == "ops" ? " ops (no kernel rows: CPU op self times)" : " kernels",
                                  ", ", Ms(r.total_ns()), " ms in total\n");
-  out += t.Render();
+  out += KernelsTable(r, all);
   if (r.signatures_size() > 0) out += SignaturesTable(r);
   return out;
 }

@@ -16,9 +16,14 @@
 
 namespace medprof::client {
 
+// Share of the run's time under which `kernels` leaves a row out of its table (unless --all).
+inline constexpr double kKernelRowShare = 0.005;
+
 // `kernels RUN`: json {"run_id", "time_source", "total_ns", "total_rows", "kernels": [{"name",
-// "category", "op", "phase", "count", "total_ns", "share"}...]}.
-std::string FormatKernels(const v1::ListKernelsResponse& response, OutputFormat format);
+// "category", "op", "phase", "count", "total_ns", "share", "coverage_pct"}...], "signatures": [...]}
+// (with --signatures). The table leaves out rows under kKernelRowShare unless `all`; JSON and CSV
+// hold every row the server sent.
+std::string FormatKernels(const v1::ListKernelsResponse& response, OutputFormat format, bool all = false);
 
 // `diff RUN_A RUN_B`: json {"run_a", "run_b", "time_source", "a_steps", "b_steps", "a_total_ns",
 // "b_total_ns", "rows": [{"op", "category", "a_ns", "b_ns", "delta_ns", "ratio", "a_share",

@@ -148,6 +148,33 @@ TEST(QueryFormat, KernelsWithSignatures) {
                         "[1] 1\",\"15,8,1\",384,0,2.0,6000000,1500000,0.75,true\n"));
 }
 
+// A CPU run's op rows: no second op column, the rows under 0.5 % hidden from the table (said, and
+// listed with --all), every row in JSON.
+TEST(QueryFormat, KernelsTableHidesTinyRowsUnlessAll) {
+  v1::ListKernelsResponse r;
+  r.set_run_id("run-cpu");
+  r.set_time_source("ops");
+  r.set_total_ns(1'000'000'000);
+  r.set_total_rows(3);
+  for (const auto& [name, share] : std::vector<std::pair<std::string, double>>{
+           {"aten::conv3d", 0.9}, {"aten::add", 0.099}, {"aten::zeros", 0.001}}) {
+    v1::KernelShare* k = r.add_kernels();
+    k->set_name(name);
+    k->set_op(name);
+    k->set_category("conv");
+    k->set_share(share);
+  }
+  const std::string table = FormatKernels(r, OutputFormat::kTable);
+  EXPECT_THAT(table, Not(HasSubstr("aten::zeros")));
+  EXPECT_THAT(table, HasSubstr("1 rows under 0.5 % of the time not shown (--all lists them)"));
+  EXPECT_THAT(table, Not(HasSubstr("METRICS COV")));  // nothing measured
+  const std::string header = table.substr(table.find('\n') + 1, table.find('\n', table.find('\n') + 1) - table.find('\n') - 1);
+  EXPECT_EQ(header.find("OP"), header.rfind("OP")) << header;  // one op column: "OP (CPU)"
+  EXPECT_THAT(header, HasSubstr("OP (CPU)"));
+  EXPECT_THAT(FormatKernels(r, OutputFormat::kTable, /*all=*/true), HasSubstr("aten::zeros"));
+  EXPECT_EQ(json::parse(FormatKernels(r, OutputFormat::kJson)).at("kernels").size(), 3u);
+}
+
 TEST(QueryFormat, DiffTableAndJson) {
   v1::DiffRunsResponse r;
   r.set_run_a("run-a");
