@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <thread>
 
@@ -94,7 +95,9 @@ absl::StatusOr<std::unique_ptr<SlurmSite>> SlurmSite::Start(SlurmCluster* cluste
 std::string SlurmSite::WriteEnvFile(const std::string& file, const std::string& agent,
                                     const std::vector<std::string>& extra) {
   const std::string token = absl::StrCat(home_, "/.medprof/", agent, ".token");
-  WriteText(token, absl::StrCat("test-token-for-", agent, "-0123456789\n"), 0600);
+  // The documented token shape (every client checks it before dialling); the test server takes any.
+  const uint64_t id = std::hash<std::string>{}(agent) & 0xffffffffffffULL;
+  WriteText(token, absl::StrCat("mpt_", absl::Hex(id, absl::kZeroPad12), "_", std::string(64, 'a'), "\n"), 0600);
   std::string text = absl::StrCat(
       "MEDPROF_SERVER=", Quote(address_), "\nMEDPROF_TLS_CA=\"$HOME/.medprof/ca.crt\"\n",
       "MEDPROF_TOKEN_FILE=", Quote(token), "\nMEDPROF_AGENT_BIN=", Quote(itest::BinPath("medprof-agent")),
