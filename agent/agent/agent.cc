@@ -351,7 +351,9 @@ void Agent::HeartbeatLoop() {
       return stop_heartbeats_ || (!agent_id_.empty() && heartbeat_ms_ != interval) ||
              (draining_ && !was_draining && !agent_id_.empty());
     });
-    if (stop_heartbeats_) break;
+    // Stopping: one last heartbeat when the server has not yet heard of the drain (an idle agent
+    // can reach the end of Wait before this thread ran), so it never offers this agent a job again.
+    if (stop_heartbeats_ && !(draining_ && !was_draining && !agent_id_.empty())) break;
     if (agent_id_.empty()) continue;  // not registered yet, or the server forgot this id
     was_draining = draining_;
     v1::HeartbeatRequest request;
