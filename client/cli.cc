@@ -363,9 +363,9 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   submit->add_option("--metrics-launches", sf.metrics_launches,
                      "steps in which each such kernel's launch is profiled, median stored (1..9, default 3)")->type_name("N");
   submit->add_option("--metrics-coverage-pct", sf.metrics_coverage_pct,
-                     "share of each kernel's time whose launch signatures are profiled (50..100, default 90)")->type_name("PCT");
+                     "share of each kernel's time whose launch signatures are profiled (50..100, default 98)")->type_name("PCT");
   submit->add_option("--metrics-max-signatures", sf.metrics_max_signatures,
-                     "signatures profiled per kernel at most (1..32, default 8)")->type_name("N");
+                     "signatures profiled per kernel at most (1..64, default 32)")->type_name("N");
   submit->add_option("--max-attempts", sf.max_attempts, "attempts per job (1..10)")->type_name("N");
   submit->add_option("--timeout-s", sf.timeout_s, "per-run wall-clock limit in seconds")->type_name("N");
   AddBoolPair(submit, "tf32", &sf.tf32, "TF32 Tensor Cores on (overrides the preset)");

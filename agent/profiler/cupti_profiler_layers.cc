@@ -230,7 +230,7 @@ v1::MetricValues CuptiProfiler::DerivedMetrics() const {
     const double w = t == totals.end() ? 0.0 : static_cast<double>(t->second.total_ns);
     for (const auto& [name, v] : values) {
       *out.add_values() = Row(absl::StrCat("kernel:", kernel), name, v, "");
-      if (absl::EndsWith(name, "_pct") && name != "coverage_pct") {
+      if (absl::EndsWith(name, "_pct") && !absl::StartsWith(name, "coverage")) {
         weighted[name].first += v * w;
         weighted[name].second += w;
       }

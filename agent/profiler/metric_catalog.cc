@@ -36,6 +36,9 @@ std::vector<MetricEntry> BuildCatalog() {
       E("fma_pipe_pct", "%", G::kCore, {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"}, true),
       E("l1_hit_pct", "%", G::kCore, {"l1tex__t_sector_hit_rate.pct"}, true),
       E("l2_hit_pct", "%", G::kCore, {"lts__t_sector_hit_rate.pct"}, true),
+      // The hit rate's two parts: each counts in one pass where the rate itself needs two (GH100).
+      E("l2_sectors_hit", "sector", G::kCore, {"lts__t_sectors_lookup_hit.sum"}),
+      E("l2_sectors_miss", "sector", G::kCore, {"lts__t_sectors_lookup_miss.sum"}),
       E("dram_throughput_pct", "%", G::kCore,
         {"dram__throughput.avg.pct_of_peak_sustained_elapsed",
          "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"},
@@ -170,13 +173,30 @@ std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::s
   if (d != by_name.end() && d->second.size() >= 2 && out["duration_ns"] > 0) {
     out["launch.duration_spread_pct"] = (d->second.back() - d->second.front()) / out["duration_ns"] * 100.0;
   }
-  SumDramBytes(&out);
+  DeriveFromParts(&out);
   return out;
 }
 
-void SumDramBytes(std::map<std::string, double>* values) {
+void DeriveFromParts(std::map<std::string, double>* values) {
   auto read = values->find("dram_bytes_read"), write = values->find("dram_bytes_write");
   if (read != values->end() && write != values->end()) (*values)["dram_bytes"] = read->second + write->second;
+  auto hit = values->find("l2_sectors_hit"), miss = values->find("l2_sectors_miss");
+  if (hit != values->end() && miss != values->end() && !values->count("l2_hit_pct")) {
+    const double lookups = hit->second + miss->second;
+    (*values)["l2_hit_pct"] = lookups > 0 ? 100.0 * hit->second / lookups : 0.0;
+  }
+}
+
+std::vector<ResolvedMetric> WithoutDerived(const std::vector<ResolvedMetric>& metrics) {
+  const auto has = [&](std::string_view name) {
+    return std::any_of(metrics.begin(), metrics.end(), [&](const ResolvedMetric& m) { return m.name == name; });
+  };
+  const bool l2_parts = has("l2_sectors_hit") && has("l2_sectors_miss");
+  std::vector<ResolvedMetric> out;
+  for (const ResolvedMetric& m : metrics) {
+    if (!(l2_parts && m.name == "l2_hit_pct")) out.push_back(m);
+  }
+  return out;
 }
 
 SinglePassPlan PackSinglePass(const std::vector<ResolvedMetric>& metrics, const PassCounter& passes) {

@@ -76,17 +76,24 @@ bool SanitizeMetricValue(const ResolvedMetric& m, double* value);
 // middle two), so one launch that ran long — a short kernel's replayed launch varied by 13 %
 // between runs on the H200 — does not decide the figure. Adds
 // "launch.samples" (the number of launches) and, when two or more launches have duration_ns,
-// "launch.duration_spread_pct" = (max - min) / median * 100. dram_bytes is recomputed as the
-// sum of the medians of dram_bytes_read and dram_bytes_write. No launches -> empty.
+// "launch.duration_spread_pct" = (max - min) / median * 100, and what DeriveFromParts derives from
+// the medians. No launches -> empty.
 std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::string, double>>& launches);
 
-// dram_bytes = dram_bytes_read + dram_bytes_write when both are in `values` (the one place that
-// sum is made: per range, per median, and over a kernel's merged sessions).
-void SumDramBytes(std::map<std::string, double>* values);
+// The metrics made from others, when their parts are in `values` (the one place these are made: per
+// range, per median, and over a signature's merged sessions):
+//   dram_bytes = dram_bytes_read + dram_bytes_write
+//   l2_hit_pct = 100 * l2_sectors_hit / (l2_sectors_hit + l2_sectors_miss), unless measured directly
+//                (lts__t_sector_hit_rate is "the proportion of L2 sector lookups that hit")
+void DeriveFromParts(std::map<std::string, double>* values);
+
+// `metrics` less those DeriveFromParts makes from parts that are also in `metrics` (the L2 hit
+// rate, which needs two passes on GH100 while each part counts in one).
+std::vector<ResolvedMetric> WithoutDerived(const std::vector<ResolvedMetric>& metrics);
 
 // Metrics packed into configurations of one pass each, so every value of a group comes from a
 // single execution of the kernel, as the application ran it (no replay). `rest`: the metrics a
-// single pass cannot count even alone (GH100: the L2 hit rate), in their catalog order.
+// single pass cannot count even alone, in their catalog order.
 struct SinglePassPlan {
   std::vector<std::vector<ResolvedMetric>> groups;
   std::vector<ResolvedMetric> rest;

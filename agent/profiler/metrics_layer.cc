@@ -22,14 +22,14 @@ namespace {
 const Logger kLog("profiler");
 
 // One range's values under their medprof names (sanitized; a non-finite value is left out), plus
-// dram_bytes = read + write when both are there.
+// what DeriveFromParts makes of them.
 void StoreRangeValues(const std::vector<ResolvedMetric>& metrics, const std::vector<double>& values,
                       std::map<std::string, double>* out) {
   for (size_t i = 0; i < metrics.size() && i < values.size(); ++i) {
     double v = values[i];
     if (SanitizeMetricValue(metrics[i], &v)) (*out)[metrics[i].name] = v;
   }
-  SumDramBytes(out);
+  DeriveFromParts(out);
 }
 
 CounterApi ChooseApi(CounterApiChoice choice, const std::string& compute_capability) {
@@ -96,19 +96,16 @@ absl::Status MetricsLayer::Measure(const StepRunner& run, const ProgressFn& prog
     dropped_.push_back(d.name);
     notes_.push_back(absl::StrCat("dropped ", d.name, ": ", d.reason));
   }
-  const std::vector<KernelTarget> kernels =
-      ChooseSignatures(signatures, request_.top_k, request_.coverage_pct / 100.0, request_.max_signatures);
-  for (const KernelTarget& k : kernels) {
-    for (const v1::KernelSignature* s : k.chosen) {
-      session.targets.push_back(ToLaunchSignature(*s));
-      session.ids.push_back(s->id());
-    }
-  }
+  const std::vector<KernelTarget> kernels = CoreChoice(signatures);
+  Session detail = session;
+  AddTargets(kernels, &session);
+  AddTargets(DetailChoice(signatures), &detail);
   progress("metrics", 0, 2,
-           absl::StrCat("metrics layer: ", kernels.size(), " kernels, ", session.targets.size(),
-                        " signatures on ", session.base.chip, " (", CounterApiName(api_), ")"));
+           absl::StrCat("metrics layer: ", kernels.size(), " kernels, ", session.targets.size(), " signatures (",
+                        detail.targets.size(), " in detail) on ", session.base.chip, " (", CounterApiName(api_),
+                        ")"));
   if (!session.targets.empty()) {
-    MEDPROF_RETURN_IF_ERROR(ProfileSignatures(run, progress, session, cat, host.get()));
+    MEDPROF_RETURN_IF_ERROR(ProfileSignatures(run, session, detail, cat, host.get()));
     Aggregate(signatures, cat);
   }
   progress("metrics", 1, 2, "metrics layer: phase ranges");
@@ -119,16 +116,33 @@ absl::Status MetricsLayer::Measure(const StepRunner& run, const ProgressFn& prog
   return absl::OkStatus();
 }
 
-absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const ProgressFn& progress,
-                                             const Session& session, const ResolvedCatalog& cat,
-                                             CuptiHost* host) {
-  (void)progress;
+std::vector<KernelTarget> MetricsLayer::CoreChoice(const v1::KernelSignatures& signatures) const {
+  return ChooseSignatures(signatures, request_.top_k, request_.coverage_pct / 100.0, request_.max_signatures);
+}
+
+std::vector<KernelTarget> MetricsLayer::DetailChoice(const v1::KernelSignatures& signatures) const {
+  return ChooseSignatures(signatures, request_.top_k, std::min(request_.coverage_pct, kDetailCoveragePct) / 100.0,
+                          std::min(request_.max_signatures, kDetailMaxSignatures));
+}
+
+void MetricsLayer::AddTargets(const std::vector<KernelTarget>& kernels, Session* session) {
+  for (const KernelTarget& k : kernels) {
+    for (const v1::KernelSignature* s : k.chosen) {
+      session->targets.push_back(ToLaunchSignature(*s));
+      session->ids.push_back(s->id());
+    }
+  }
+}
+
+absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Session& session, const Session& detail,
+                                             const ResolvedCatalog& cat, CuptiHost* host) {
   const size_t launches = static_cast<size_t>(std::max(1, request_.launches));
-  // Every core metric the chip can count in one pass goes into one-pass sessions (GH100: 24 of the
-  // 25 in 6 sessions), so each value comes from one execution of the kernel as the application ran
-  // it, with no memory restore before it; the rest of the core set is replayed.
+  // Every core metric the chip can count in one pass goes into one-pass sessions (GH100: all of
+  // them once the L2 hit rate is made from its two one-pass parts), so each value comes from one
+  // execution of the kernel as the application ran it, with no memory restore before it; the rest
+  // of the core set is replayed.
   const SinglePassPlan plan = PackSinglePass(
-      cat.InGroups({MetricGroup::kCore}),
+      WithoutDerived(cat.InGroups({MetricGroup::kCore})),
       [&](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
         MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> config, host->NewConfig(perfworks));
         return config->passes();
@@ -148,12 +162,14 @@ absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Progre
     MEDPROF_RETURN_IF_ERROR(s);
   }
   MEDPROF_RETURN_IF_ERROR(ProfileKernels(run, session, replayed, "core, replayed", launches));
-  // Stalls, throughputs and the SASS mix: ratios and counts of one launch (16 passes on GH100).
+  // Stalls, throughputs and the SASS mix: ratios and counts of one launch (16 passes on GH100), on
+  // the detail tier's signatures.
   MEDPROF_RETURN_IF_ERROR(ProfileKernels(
-      run, session, cat.InGroups({MetricGroup::kStalls, MetricGroup::kThroughput, MetricGroup::kSass}),
+      run, detail, cat.InGroups({MetricGroup::kStalls, MetricGroup::kThroughput, MetricGroup::kSass}),
       "stalls, throughput, sass", 1));
-  // DRAM bytes as the sum of the stored read and write medians, whichever sessions they came from.
-  for (auto& [id, values] : signature_metrics_) SumDramBytes(&values);
+  // DRAM bytes and the L2 hit rate from the stored medians of their parts, whichever sessions
+  // they came from.
+  for (auto& [id, values] : signature_metrics_) DeriveFromParts(&values);
   return absl::OkStatus();
 }
 
@@ -271,9 +287,11 @@ void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const Resol
     return u != units.end() && aggregate::IsCounterUnit(u->second);
   };
   const double steps = std::max(1, signatures.steps());
-  const std::vector<KernelTarget> kernels =
-      ChooseSignatures(signatures, request_.top_k, request_.coverage_pct / 100.0, request_.max_signatures);
-  for (const KernelTarget& k : kernels) {
+  std::map<std::string, int64_t> detail_ns;  // kernel -> trace time of its detail-tier signatures
+  for (const KernelTarget& k : DetailChoice(signatures)) {
+    for (const v1::KernelSignature* s : k.chosen) detail_ns[k.kernel] += s->total_ns();
+  }
+  for (const KernelTarget& k : CoreChoice(signatures)) {
     std::vector<aggregate::SignatureSample> samples;
     for (const v1::KernelSignature* s : k.chosen) {
       auto it = signature_metrics_.find(s->id());
@@ -283,6 +301,7 @@ void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const Resol
     Values out = aggregate::AggregateKernel(samples, k.total_ns / steps, is_counter);
     if (out.empty()) continue;
     out["signatures.total"] = k.signatures;
+    if (k.total_ns > 0) out["coverage.detail_pct"] = 100.0 * static_cast<double>(detail_ns[k.kernel]) / k.total_ns;
     const v1::KernelSignature& top = *k.chosen.front();
     for (int i = 0; i < 3 && i < top.grid_size(); ++i)
       out[std::string("launch.grid_") + "xyz"[i]] = top.grid(i);

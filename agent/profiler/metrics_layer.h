@@ -7,9 +7,13 @@
 //     requested share of the kernel's time or reach the per-kernel cap (launch_picker.h). Each
 //     chosen signature's first launch is profiled in `launches` steps and the median per metric
 //     kept: the core counters in one-pass sessions wherever the chip counts them in one pass (each
-//     value from one unreplayed execution), the rest of the core set under kernel replay, then
-//     stalls, throughputs and the SASS mix on one launch.
-//   - per kernel: the aggregate over all its launches (common/kernel_aggregate.h) with its coverage.
+//     value from one unreplayed execution), the rest of the core set under kernel replay. The
+//     stalls, throughputs and SASS mix (many replayed passes) are measured on one launch of the
+//     detail tier only: the first signatures of the same order until they cover
+//     kDetailCoveragePct of the kernel's time or reach kDetailMaxSignatures (never more than the
+//     core choice).
+//   - per kernel: the aggregate over all its launches (common/kernel_aggregate.h) with its coverage
+//     (coverage_pct: core counters; coverage.detail_pct: the detail tier).
 //   - per phase: user ranges around fwd, bwd, optim, sample_step (user replay, one step per pass).
 // The counter API: the range profiler from CC 7.5, the legacy Profiling API below (V100) unless the
 // request names one; both give the same values through CounterSession.
@@ -43,6 +47,9 @@
 namespace medprof::profiler {
 
 class LaunchPicker;
+struct KernelTarget;
+
+inline constexpr int kDetailCoveragePct = 80, kDetailMaxSignatures = 4;
 
 class MetricsLayer {
  public:
@@ -77,7 +84,11 @@ class MetricsLayer {
     std::vector<std::string> ids;  // signature id per target
   };
   absl::Status Measure(const StepRunner& run, const ProgressFn& progress, const v1::KernelSignatures& signatures);
-  absl::Status ProfileSignatures(const StepRunner& run, const ProgressFn& progress, const Session& session,
+  std::vector<KernelTarget> CoreChoice(const v1::KernelSignatures& signatures) const;
+  std::vector<KernelTarget> DetailChoice(const v1::KernelSignatures& signatures) const;
+  static void AddTargets(const std::vector<KernelTarget>& kernels, Session* session);
+  // The core counters on `session`'s signatures, the detail groups on `detail`'s.
+  absl::Status ProfileSignatures(const StepRunner& run, const Session& session, const Session& detail,
                                  const ResolvedCatalog& catalog, CuptiHost* host);
   // One kernel-replay session: `metrics` on `launches` steps' launch of each target (medians kept).
   // max_passes > 0: RESOURCE_EXHAUSTED when the configuration needs more.

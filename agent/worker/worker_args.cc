@@ -91,9 +91,9 @@ absl::StatusOr<WorkerArgs> ParseArgs(const std::vector<std::string>& args) {
                                     "per metric is stored (default 3, 1..9)");
   auto* o_coverage = app.add_option("--metrics-coverage-pct", metrics_coverage,
                                     "Share of each kernel's time whose launch signatures are profiled, in order of "
-                                    "time (default 90, 50..100)");
+                                    "time (default 98, 50..100)");
   auto* o_signatures = app.add_option("--metrics-max-signatures", metrics_signatures,
-                                      "At most this many signatures profiled per kernel (default 8, 1..32)");
+                                      "At most this many signatures profiled per kernel (default 32, 1..64)");
   int overhead_pairs = 0;
   bool no_sampling = false, no_trace = false;
   auto* o_pairs = app.add_option("--overhead-pairs", overhead_pairs,
