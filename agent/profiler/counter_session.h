@@ -69,4 +69,9 @@ absl::StatusOr<std::unique_ptr<CounterSession>> NewCounterSession(CounterApi api
 // image and counter-data prefix for `metrics` on `chip` and returns the passes it needs.
 absl::StatusOr<size_t> LegacyConfigPasses(const std::string& chip, const std::vector<std::string>& metrics);
 
+// The raw hardware counters a Perfworks metric is computed from on `chip` (Perfworks' metrics
+// evaluator; no GPU needed), as Perfworks names them. How the tests check that a metric medprof
+// derives from parts (metric_catalog.h DeriveFromParts) reads the same counters as the original.
+absl::StatusOr<std::vector<std::string>> MetricRawCounters(const std::string& chip, const std::string& metric);
+
 }  // namespace medprof::profiler

@@ -389,18 +389,32 @@ class LegacySession final : public CounterSession {
 
 bool LegacyCounterApiCompiled() { return true; }
 
-absl::StatusOr<size_t> LegacyConfigPasses(const std::string& chip, const std::vector<std::string>& metrics) {
+namespace {
+absl::Status InitializeNvpwHost() {
   static const absl::Status host = [] {
     NVPW_InitializeHost_Params p{NVPW_InitializeHost_Params_STRUCT_SIZE};
     return MEDPROF_NVPW_CALL(NVPW_InitializeHost(&p));
   }();
-  MEDPROF_RETURN_IF_ERROR(host);
+  return host;
+}
+}  // namespace
+
+absl::StatusOr<size_t> LegacyConfigPasses(const std::string& chip, const std::vector<std::string>& metrics) {
+  MEDPROF_RETURN_IF_ERROR(InitializeNvpwHost());
   CounterSessionOptions o;
   o.chip = chip;
   o.metrics = metrics;
   LegacyHostImages images;
   MEDPROF_RETURN_IF_ERROR(BuildLegacyHostImages(o, &images));
   return images.passes;
+}
+
+absl::StatusOr<std::vector<std::string>> MetricRawCounters(const std::string& chip, const std::string& metric) {
+  MEDPROF_RETURN_IF_ERROR(InitializeNvpwHost());
+  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<MetricsEvaluator> eval, MetricsEvaluator::Create(chip, {}));
+  MEDPROF_ASSIGN_OR_RETURN(NVPW_MetricEvalRequest request, eval->Request(metric));
+  MEDPROF_ASSIGN_OR_RETURN(std::vector<const char*> raw, eval->RawDependencies({request}));
+  return std::vector<std::string>(raw.begin(), raw.end());
 }
 
 absl::StatusOr<std::unique_ptr<CounterSession>> NewLegacyCounterSession(
@@ -414,6 +428,11 @@ absl::StatusOr<std::unique_ptr<CounterSession>> NewLegacyCounterSession(
 bool LegacyCounterApiCompiled() { return false; }
 
 absl::StatusOr<size_t> LegacyConfigPasses(const std::string&, const std::vector<std::string>&) {
+  return absl::UnimplementedError(
+      "legacy profiling API: this worker was built with a CUDA toolkit without nvperf_host.h");
+}
+
+absl::StatusOr<std::vector<std::string>> MetricRawCounters(const std::string&, const std::string&) {
   return absl::UnimplementedError(
       "legacy profiling API: this worker was built with a CUDA toolkit without nvperf_host.h");
 }

@@ -36,9 +36,10 @@ std::vector<MetricEntry> BuildCatalog() {
       E("fma_pipe_pct", "%", G::kCore, {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"}, true),
       E("l1_hit_pct", "%", G::kCore, {"l1tex__t_sector_hit_rate.pct"}, true),
       E("l2_hit_pct", "%", G::kCore, {"lts__t_sector_hit_rate.pct"}, true),
-      // The hit rate's two parts: each counts in one pass where the rate itself needs two (GH100).
+      // The hit rate's two parts (its raw counters): each counts in one pass where the rate itself
+      // needs two (GH100). l2_sectors is also the L2's traffic in 32-byte sectors.
       E("l2_sectors_hit", "sector", G::kCore, {"lts__t_sectors_lookup_hit.sum"}),
-      E("l2_sectors_miss", "sector", G::kCore, {"lts__t_sectors_lookup_miss.sum"}),
+      E("l2_sectors", "sector", G::kCore, {"lts__t_sectors.sum"}),
       E("dram_throughput_pct", "%", G::kCore,
         {"dram__throughput.avg.pct_of_peak_sustained_elapsed",
          "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"},
@@ -180,10 +181,9 @@ std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::s
 void DeriveFromParts(std::map<std::string, double>* values) {
   auto read = values->find("dram_bytes_read"), write = values->find("dram_bytes_write");
   if (read != values->end() && write != values->end()) (*values)["dram_bytes"] = read->second + write->second;
-  auto hit = values->find("l2_sectors_hit"), miss = values->find("l2_sectors_miss");
-  if (hit != values->end() && miss != values->end() && !values->count("l2_hit_pct")) {
-    const double lookups = hit->second + miss->second;
-    (*values)["l2_hit_pct"] = lookups > 0 ? 100.0 * hit->second / lookups : 0.0;
+  auto hit = values->find("l2_sectors_hit"), sectors = values->find("l2_sectors");
+  if (hit != values->end() && sectors != values->end() && !values->count("l2_hit_pct")) {
+    (*values)["l2_hit_pct"] = sectors->second > 0 ? std::clamp(100.0 * hit->second / sectors->second, 0.0, 100.0) : 0.0;
   }
 }
 
@@ -191,7 +191,7 @@ std::vector<ResolvedMetric> WithoutDerived(const std::vector<ResolvedMetric>& me
   const auto has = [&](std::string_view name) {
     return std::any_of(metrics.begin(), metrics.end(), [&](const ResolvedMetric& m) { return m.name == name; });
   };
-  const bool l2_parts = has("l2_sectors_hit") && has("l2_sectors_miss");
+  const bool l2_parts = has("l2_sectors_hit") && has("l2_sectors");
   std::vector<ResolvedMetric> out;
   for (const ResolvedMetric& m : metrics) {
     if (!(l2_parts && m.name == "l2_hit_pct")) out.push_back(m);

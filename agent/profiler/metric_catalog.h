@@ -83,8 +83,9 @@ std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::s
 // The metrics made from others, when their parts are in `values` (the one place these are made: per
 // range, per median, and over a signature's merged sessions):
 //   dram_bytes = dram_bytes_read + dram_bytes_write
-//   l2_hit_pct = 100 * l2_sectors_hit / (l2_sectors_hit + l2_sectors_miss), unless measured directly
-//                (lts__t_sector_hit_rate is "the proportion of L2 sector lookups that hit")
+//   l2_hit_pct = 100 * l2_sectors_hit / l2_sectors (clamped to 0..100), unless measured directly:
+//                lts__t_sector_hit_rate.pct reads exactly the raw counters of
+//                lts__t_sectors_lookup_hit.sum and lts__t_sectors.sum (MetricRawCounters, tested)
 void DeriveFromParts(std::map<std::string, double>* values);
 
 // `metrics` less those DeriveFromParts makes from parts that are also in `metrics` (the L2 hit

@@ -13,7 +13,10 @@
 # Everything goes to OUT_DIR/<preset>-<phase>-*; one line per case in OUT_DIR/summary.txt.
 #
 #   bash bench/gpu/agreement.sh OUT_DIR CASE...      e.g. ... out opt12:forward opt1:train
-# Environment: WORKER (default build-gpu/bin/medprof-worker), VOLUME (128), TOP (10).
+# Environment: WORKER (default build-gpu/bin/medprof-worker), VOLUME (128), TOP (10), NCU_REPLAY
+# (kernel | application, default kernel: ncu's replay mode for the first run; medprof's one-pass
+# sessions measure each launch in the cache state the application left, as application replay does,
+# while kernel replay of ncu's two passes restores memory between them).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=$1; shift
@@ -60,7 +63,7 @@ for spec in "$@"; do
   run_worker "$c-medprof" "$preset" "$phase"
   run_worker "$c-legacy" "$preset" "$phase" --counter-api legacy
   regex=$(python3 bench/gpu/ncu_compare.py regex "$out/$c-medprof.jsonl" --top "$top" --demangled)
-  run_ncu "$c" "$preset" "$phase" "$out/$c-ncu.csv" "$regex"
+  run_ncu "$c" "$preset" "$phase" "$out/$c-ncu.csv" "$regex" --replay-mode "${NCU_REPLAY:-kernel}"
   csvs="$out/$c-ncu.csv"
   # Kernels with no launch in the export: one ncu run each under application replay.
   python3 bench/gpu/ncu_compare.py covered "$out/$c-medprof.jsonl" "$out/$c-ncu.csv" --top "$top" --steps 1 \

@@ -2,6 +2,7 @@
 // with libcupti on this machine (spec/cupti.md §1.3 has the pass counts it must reproduce).
 #include "agent/profiler/cupti_host.h"
 
+#include <algorithm>
 #include <map>
 
 #include "agent/profiler/counter_session.h"
@@ -90,6 +91,25 @@ TEST(CuptiHost, HopperCountsEveryCoreMetricInOnePassSessionsWithTheL2HitRateFrom
   EXPECT_EQ(group_of.at("sm_cycles"), group_of.at("duration_ns"));
   EXPECT_EQ(group_of.at("warp_instructions"), group_of.at("duration_ns"));
   EXPECT_EQ(group_of.at("dram_bytes_read"), group_of.at("dram_bytes_write"));
+}
+
+// The L2 hit rate the kernel sessions derive (100 * l2_sectors_hit / l2_sectors) reads exactly the
+// raw counters Perfworks computes lts__t_sector_hit_rate.pct from, on every chip medprof targets.
+TEST(CuptiHost, TheL2HitRateIsComputedFromTheRawCountersOfItsTwoParts) {
+  for (const char* chip : {"GV100", "GA100", "GH100"}) {
+    auto rate = MetricRawCounters(chip, "lts__t_sector_hit_rate.pct");
+    auto hit = MetricRawCounters(chip, "lts__t_sectors_lookup_hit.sum");
+    auto sectors = MetricRawCounters(chip, "lts__t_sectors.sum");
+    ASSERT_TRUE(rate.ok() && hit.ok() && sectors.ok()) << chip << ": " << rate.status() << hit.status() << sectors.status();
+    std::vector<std::string> parts = *hit;
+    parts.insert(parts.end(), sectors->begin(), sectors->end());
+    std::sort(parts.begin(), parts.end());
+    std::sort(rate->begin(), rate->end());
+    EXPECT_EQ(*rate, parts) << chip;
+    auto miss = MetricRawCounters(chip, "lts__t_sectors_lookup_miss.sum");  // not the denominator's part
+    ASSERT_TRUE(miss.ok());
+    for (const std::string& m : *miss) EXPECT_EQ(std::count(rate->begin(), rate->end(), m), 0) << chip;
+  }
 }
 
 TEST(CuptiHost, OlderChipsDropWhatTheyLackWithTheReason) {

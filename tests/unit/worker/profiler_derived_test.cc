@@ -95,13 +95,16 @@ TEST(MetricCatalog, MedianOfLaunchesKeepsTheMiddleLaunchPerMetricAndSaysHowManyA
 }
 
 TEST(MetricCatalog, DeriveFromPartsMakesTheL2HitRateFromLookupsUnlessMeasuredDirectly) {
-  std::map<std::string, double> v = {{"l2_sectors_hit", 300}, {"l2_sectors_miss", 100}};
+  std::map<std::string, double> v = {{"l2_sectors_hit", 300}, {"l2_sectors", 400}};
   DeriveFromParts(&v);
-  EXPECT_DOUBLE_EQ(v.at("l2_hit_pct"), 75.0);  // 300 of 400 lookups hit
-  std::map<std::string, double> none = {{"l2_sectors_hit", 0}, {"l2_sectors_miss", 0}};
+  EXPECT_DOUBLE_EQ(v.at("l2_hit_pct"), 75.0);  // 300 of 400 sectors hit
+  std::map<std::string, double> none = {{"l2_sectors_hit", 0}, {"l2_sectors", 0}};
   DeriveFromParts(&none);
-  EXPECT_DOUBLE_EQ(none.at("l2_hit_pct"), 0.0);  // no lookups: no NaN
-  std::map<std::string, double> direct = {{"l2_sectors_hit", 300}, {"l2_sectors_miss", 100}, {"l2_hit_pct", 74.0}};
+  EXPECT_DOUBLE_EQ(none.at("l2_hit_pct"), 0.0);  // no sectors: no NaN
+  std::map<std::string, double> over = {{"l2_sectors_hit", 401}, {"l2_sectors", 400}};  // two executions
+  DeriveFromParts(&over);
+  EXPECT_DOUBLE_EQ(over.at("l2_hit_pct"), 100.0);
+  std::map<std::string, double> direct = {{"l2_sectors_hit", 300}, {"l2_sectors", 400}, {"l2_hit_pct", 74.0}};
   DeriveFromParts(&direct);
   EXPECT_DOUBLE_EQ(direct.at("l2_hit_pct"), 74.0);  // a phase range measures the rate itself
   std::map<std::string, double> half = {{"l2_sectors_hit", 300}};
@@ -112,13 +115,13 @@ TEST(MetricCatalog, DeriveFromPartsMakesTheL2HitRateFromLookupsUnlessMeasuredDir
 TEST(MetricCatalog, WithoutDerivedDropsTheL2HitRateOnlyWhenBothPartsAreThere) {
   const ResolvedMetric rate{"l2_hit_pct", "%", "lts__t_sector_hit_rate.pct", MetricGroup::kCore, true};
   const ResolvedMetric hit{"l2_sectors_hit", "sector", "lts__t_sectors_lookup_hit.sum", MetricGroup::kCore, false};
-  const ResolvedMetric miss{"l2_sectors_miss", "sector", "lts__t_sectors_lookup_miss.sum", MetricGroup::kCore, false};
+  const ResolvedMetric miss{"l2_sectors", "sector", "lts__t_sectors.sum", MetricGroup::kCore, false};
   auto names = [](const std::vector<ResolvedMetric>& ms) {
     std::vector<std::string> out;
     for (const ResolvedMetric& m : ms) out.push_back(m.name);
     return out;
   };
-  EXPECT_EQ(names(WithoutDerived({rate, hit, miss})), (std::vector<std::string>{"l2_sectors_hit", "l2_sectors_miss"}));
+  EXPECT_EQ(names(WithoutDerived({rate, hit, miss})), (std::vector<std::string>{"l2_sectors_hit", "l2_sectors"}));
   EXPECT_EQ(names(WithoutDerived({rate, hit})), (std::vector<std::string>{"l2_hit_pct", "l2_sectors_hit"}));
 }
 
