@@ -213,12 +213,16 @@ void SetStudySpeedup(const CellKey& key, const std::map<CellKey, double>& median
 }  // namespace
 
 double Quantile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
-  const double h = std::clamp(q, 0.0, 1.0) * static_cast<double>(values.size() - 1);
+  return QuantileOfSorted(values, q);
+}
+
+double QuantileOfSorted(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double h = std::clamp(q, 0.0, 1.0) * static_cast<double>(sorted.size() - 1);
   const size_t lo = static_cast<size_t>(std::floor(h));
-  const size_t hi = std::min(lo + 1, values.size() - 1);
-  return values[lo] + (h - static_cast<double>(lo)) * (values[hi] - values[lo]);
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (h - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
 }
 
 absl::StatusOr<CompareResult> QueryEngine::Compare(const CallContext&, const CompareRequest& r) {

@@ -78,5 +78,7 @@ class QueryEngine {
 // sorted x[0..n-1], rank h = q * (n - 1), result x[floor h] + (h - floor h) * (x[floor h + 1] -
 // x[floor h]). 0 for an empty input.
 double Quantile(std::vector<double> values, double q);
+// The same of values already sorted ascending (no copy, no sort).
+double QuantileOfSorted(const std::vector<double>& sorted, double q);
 
 }  // namespace medprof::server
