@@ -40,6 +40,9 @@ struct DomainOptions {
   // 1 MiB..64 GiB). Past it the upload is refused with RESOURCE_EXHAUSTED naming the limit, and
   // the agent stops the run.
   int64_t max_result_bytes_per_run = int64_t{512} << 20;
+  // Comparisons of studies kept for the next identical compare (default 256; 0..100000; 0 = every
+  // compare computed afresh). See compare_cache.h.
+  int compare_cache_entries = 256;
 
   // INVALID_ARGUMENT naming the flag and its range when a value is out of range.
   absl::Status Validate() const;
