@@ -19,10 +19,11 @@
 //
 // The ingest line under reads comes with the ingest's own CPU time and how often the scheduler
 // preempted it (getrusage RUSAGE_THREAD): wall time far above CPU time is time spent waiting.
-// --max-readers N caps the store's reader connections (SqliteStoreOptions::max_readers).
+// --max-readers N caps the store's reader connections (SqliteStoreOptions::max_readers);
+// --query-nice N sets the query threads' nice value (DomainOptions::query_nice; 0 = none).
 //
 //   medprof-query-bench [--runs N] [--iterations N] [--db PATH] [--check] [--concurrent-s S]
-//                       [--max-readers N]
+//                       [--max-readers N] [--query-nice N]
 #include <algorithm>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -414,6 +415,7 @@ int ConcurrentReads(server::Domain& domain, const std::vector<std::string>& stud
 
 int Main(int argc, char** argv) {
   int runs = 10000, iterations = 200, concurrent_s = 0, max_readers = server::SqliteStoreOptions().max_readers;
+  server::DomainOptions domain_options;
   bool check = false;
   std::string db;
   for (int i = 1; i < argc; ++i) {
@@ -424,10 +426,11 @@ int Main(int argc, char** argv) {
     else if (a == "--check") check = true;
     else if (a == "--concurrent-s" && i + 1 < argc) concurrent_s = std::atoi(argv[++i]);
     else if (a == "--max-readers" && i + 1 < argc) max_readers = std::atoi(argv[++i]);
+    else if (a == "--query-nice" && i + 1 < argc) domain_options.query_nice = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: medprof-query-bench [--runs N] [--iterations N] [--db PATH] [--check] [--concurrent-s S] "
-                   "[--max-readers N]\n");
+                   "[--max-readers N] [--query-nice N]\n");
       return 2;
     }
   }
@@ -450,8 +453,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", store.status().ToString().c_str());
     return 2;
   }
-  auto domain = server::Domain::Create(store->get(), Clock::Real(), server::DomainOptions());
-  if (!domain.ok()) return 2;
+  auto domain = server::Domain::Create(store->get(), Clock::Real(), domain_options);
+  if (!domain.ok()) {
+    std::fprintf(stderr, "%s\n", domain.status().ToString().c_str());
+    return 2;
+  }
   server::QueryEngine& q = (*domain)->queries();
   const server::CallContext ctx = server::CallContext::Background();
 

@@ -45,7 +45,7 @@ double QuantileOfSorted(const std::vector<double>& sorted, double q) {
 
 absl::StatusOr<CompareResult> QueryEngine::Compare(const CallContext&, const CompareRequest& r) {
   QueryTimer timer(core_, "compare");
-  return DoCompare(r);
+  return core_.query_pool.Call([&] { return DoCompare(r); });
 }
 
 // The rows are read and the cache consulted in one snapshot: the versions a result is stored

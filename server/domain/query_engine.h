@@ -42,6 +42,8 @@
 // the studies' revisions are the ones it was computed at (compare_cache.h): the same answer,
 // without reading or computing it again; any write compare can see makes the next compare fresh.
 //
+// Every query runs on the domain's QueryPool (query_pool.h: lower CPU priority than writes).
+//
 // Thread-safe (reads the store only; the cache has its own lock). Holds references into its
 // DomainCore; reports latencies to its MetricsSink.
 #pragma once

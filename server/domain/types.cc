@@ -34,6 +34,9 @@ absl::Status DomainOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("compare_cache_entries: ", compare_cache_entries,
                                                    " is out of range (allowed 0..100000)"));
   }
+  if (query_nice < 0 || query_nice > 19) {
+    return absl::InvalidArgumentError(absl::StrCat("query_nice: ", query_nice, " is out of range (allowed 0..19)"));
+  }
   if (max_jobs_per_study < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_jobs_per_study: ", max_jobs_per_study, " must be positive"));
   }
