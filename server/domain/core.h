@@ -14,13 +14,18 @@
 #include "common/selector.h"
 #include "server/domain/metrics_sink.h"
 #include "server/domain/notifier.h"
+#include "server/domain/query_pool.h"
 #include "server/domain/types.h"
 #include "server/store/store.h"
 
 namespace medprof::server {
 
+// Query threads at most: above the gRPC threads that ask at once on a busy server.
+inline constexpr int kMaxQueryThreads = 32;
+
 struct DomainCore {
-  DomainCore(Store& s, const Clock& c, DomainOptions o) : store(s), clock(c), options(o) {}
+  DomainCore(Store& s, const Clock& c, DomainOptions o)
+      : store(s), clock(c), options(o), query_pool(o.query_nice, kMaxQueryThreads) {}
   Store& store;
   const Clock& clock;
   const DomainOptions options;
@@ -28,6 +33,7 @@ struct DomainCore {
   Notifier events;  // a study event was appended
   // Monitoring (Prometheus); null = none. Set once at start-up (Domain::set_metrics_sink).
   std::atomic<MetricsSink*> metrics{nullptr};
+  QueryPool query_pool;  // runs the read-only queries at a lower CPU priority
 };
 
 // Writes `job` (stamping updated_unix_ms = now) and appends its event. When the job has ended

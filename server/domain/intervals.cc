@@ -26,15 +26,49 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-// The median of `v` (reordered), with Quantile's convention: the mean of the two middle values
-// of an even count.
-double MedianInPlace(std::vector<double>& v) {
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-  const double upper = v[mid];
-  if (v.size() % 2 == 1) return upper;
-  const double lower = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
-  return (lower + upper) / 2;
+// The steps of the non-empty runs as ranks into all their values sorted ascending
+// (sorted[rank] is the step's value), so that a resample's median is found by counting ranks
+// instead of selecting among the drawn values: the same values, in O(drawn + steps) with no
+// comparisons of the drawn values.
+struct RankedRuns {
+  std::vector<double> sorted;
+  std::vector<std::vector<uint32_t>> ranks;  // per non-empty run, in its step order
+};
+
+RankedRuns Rank(const std::vector<std::vector<double>>& runs) {
+  std::vector<std::pair<double, uint32_t>> all;  // (value, position in the runs' concatenation)
+  RankedRuns out;
+  for (const auto& r : runs) {
+    if (r.empty()) continue;
+    out.ranks.emplace_back(r.size());
+    for (double v : r) all.emplace_back(v, static_cast<uint32_t>(all.size()));
+  }
+  std::sort(all.begin(), all.end());
+  out.sorted.resize(all.size());
+  std::vector<uint32_t> rank_of(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    out.sorted[i] = all[i].first;
+    rank_of[all[i].second] = static_cast<uint32_t>(i);
+  }
+  size_t at = 0;
+  for (auto& r : out.ranks) {
+    for (uint32_t& x : r) x = rank_of[at++];
+  }
+  return out;
+}
+
+// The median of the `drawn` values counted by rank in `counts`, with Quantile's convention (the
+// mean of the two middle values of an even count): positions drawn / 2 and, for an even count,
+// drawn / 2 - 1 of the drawn values in ascending order.
+double MedianOfCounts(const std::vector<uint32_t>& counts, const std::vector<double>& sorted, size_t drawn) {
+  const size_t mid = drawn / 2;
+  const size_t below = drawn % 2 == 1 ? mid : mid - 1;
+  size_t seen = 0;
+  size_t rank = 0;
+  while (seen + counts[rank] <= below) seen += counts[rank++];
+  const double lower = sorted[rank];
+  while (seen + counts[rank] <= mid) seen += counts[rank++];
+  return drawn % 2 == 1 ? sorted[rank] : (lower + sorted[rank]) / 2;
 }
 
 }  // namespace
@@ -49,23 +83,23 @@ uint64_t SeedOf(std::string_view key) {
 }
 
 std::vector<double> BootstrapMedians(const std::vector<std::vector<double>>& runs, uint64_t seed, int replicates) {
-  std::vector<const std::vector<double>*> nonempty;
-  for (const auto& r : runs) {
-    if (!r.empty()) nonempty.push_back(&r);
-  }
+  const RankedRuns ranked = Rank(runs);
+  const std::vector<std::vector<uint32_t>>& nonempty = ranked.ranks;
   std::vector<double> out;
   if (nonempty.empty() || replicates <= 0) return out;
   SplitMix64 rng(seed);
   out.reserve(static_cast<size_t>(replicates));
-  std::vector<double> drawn;
+  std::vector<uint32_t> counts(ranked.sorted.size());
   for (int b = 0; b < replicates; ++b) {
-    drawn.clear();
+    std::fill(counts.begin(), counts.end(), 0);
+    size_t drawn = 0;
     for (size_t i = 0; i < nonempty.size(); ++i) {
       // With one run there is nothing to resample at the run level.
-      const std::vector<double>& run = nonempty.size() > 1 ? *nonempty[rng.Below(nonempty.size())] : *nonempty[0];
-      for (size_t s = 0; s < run.size(); ++s) drawn.push_back(run[rng.Below(run.size())]);
+      const std::vector<uint32_t>& run = nonempty.size() > 1 ? nonempty[rng.Below(nonempty.size())] : nonempty[0];
+      for (size_t s = 0; s < run.size(); ++s) ++counts[run[rng.Below(run.size())]];
+      drawn += run.size();
     }
-    out.push_back(MedianInPlace(drawn));
+    out.push_back(MedianOfCounts(counts, ranked.sorted, drawn));
   }
   return out;
 }
@@ -74,7 +108,7 @@ Interval PercentileInterval(std::vector<double> replicates, double level) {
   if (replicates.empty()) return {};
   const double tail = (1.0 - std::clamp(level, 0.0, 1.0)) / 2;
   std::sort(replicates.begin(), replicates.end());
-  return Interval{Quantile(replicates, tail), Quantile(replicates, 1.0 - tail)};
+  return Interval{QuantileOfSorted(replicates, tail), QuantileOfSorted(replicates, 1.0 - tail)};
 }
 
 std::vector<double> RatioReplicates(const std::vector<double>& numerator, const std::vector<double>& denominator) {

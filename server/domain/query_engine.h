@@ -38,16 +38,24 @@
 // per measured step, largest |b - a| first. Timeline returns the stored Timeline parts merged
 // (FAILED_PRECONDITION naming why when there are none).
 //
-// Thread-safe (reads only). Holds references into its DomainCore; reports latencies to its
-// MetricsSink.
+// A comparison of studies (not of a run filter) is kept in a CompareCache and served again while
+// the studies' revisions are the ones it was computed at (compare_cache.h): the same answer,
+// without reading or computing it again; any write compare can see makes the next compare fresh.
+//
+// Every query runs on the domain's QueryPool (query_pool.h: lower CPU priority than writes).
+//
+// Thread-safe (reads the store only; the cache has its own lock). Holds references into its
+// DomainCore; reports latencies to its MetricsSink.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/domain/call_context.h"
+#include "server/domain/compare_cache.h"
 #include "server/domain/core.h"
 #include "server/domain/types.h"
 
@@ -55,7 +63,8 @@ namespace medprof::server {
 
 class QueryEngine {
  public:
-  explicit QueryEngine(DomainCore& core) : core_(core) {}
+  explicit QueryEngine(DomainCore& core)
+      : core_(core), cache_(static_cast<size_t>(std::max(core.options.compare_cache_entries, 0))) {}
 
   absl::StatusOr<CompareResult> Compare(const CallContext& ctx, const CompareRequest& request);
   absl::StatusOr<KernelsResult> Kernels(const CallContext& ctx, const KernelsRequest& request);
@@ -64,6 +73,8 @@ class QueryEngine {
   // Jobs of every study per state ("queued", "running", "succeeded", "failed", "cancelled"; each
   // present, 0 when none). For monitoring.
   absl::StatusOr<std::map<std::string, int64_t>> JobsByState();
+  // The comparisons kept (hits and misses), for tests and monitoring.
+  const CompareCache& compare_cache() const { return cache_; }
 
  private:
   absl::StatusOr<CompareResult> DoCompare(const CompareRequest& request);
@@ -72,11 +83,14 @@ class QueryEngine {
   absl::StatusOr<TimelineResult> DoTimeline(const std::string& run_id);
 
   DomainCore& core_;
+  CompareCache cache_;  // comparisons of studies, served only at the revisions they were made at
 };
 
 // The q-quantile (0 <= q <= 1) of `values` with linear interpolation between the closest ranks:
 // sorted x[0..n-1], rank h = q * (n - 1), result x[floor h] + (h - floor h) * (x[floor h + 1] -
 // x[floor h]). 0 for an empty input.
 double Quantile(std::vector<double> values, double q);
+// The same of values already sorted ascending (no copy, no sort).
+double QuantileOfSorted(const std::vector<double>& sorted, double q);
 
 }  // namespace medprof::server

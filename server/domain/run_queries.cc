@@ -148,7 +148,7 @@ std::vector<SignatureShareRow> ListedSignatures(const std::vector<SignatureRow>&
 
 absl::StatusOr<KernelsResult> QueryEngine::Kernels(const CallContext&, const KernelsRequest& r) {
   Timer timer(core_, "kernels");
-  return DoKernels(r);
+  return core_.query_pool.Call([&] { return DoKernels(r); });
 }
 
 absl::StatusOr<KernelsResult> QueryEngine::DoKernels(const KernelsRequest& r) {
@@ -193,7 +193,7 @@ absl::StatusOr<KernelsResult> QueryEngine::DoKernels(const KernelsRequest& r) {
 
 absl::StatusOr<DiffResult> QueryEngine::Diff(const CallContext&, const DiffRequest& r) {
   Timer timer(core_, "diff");
-  return DoDiff(r);
+  return core_.query_pool.Call([&] { return DoDiff(r); });
 }
 
 absl::StatusOr<DiffResult> QueryEngine::DoDiff(const DiffRequest& r) {
@@ -286,7 +286,7 @@ absl::StatusOr<DiffResult> QueryEngine::DoDiff(const DiffRequest& r) {
 
 absl::StatusOr<TimelineResult> QueryEngine::Timeline(const CallContext&, const std::string& run_id) {
   Timer timer(core_, "timeline");
-  return DoTimeline(run_id);
+  return core_.query_pool.Call([&] { return DoTimeline(run_id); });
 }
 
 absl::StatusOr<TimelineResult> QueryEngine::DoTimeline(const std::string& run_id) {

@@ -194,6 +194,10 @@ absl::StatusOr<SubmitStudyResult> StudyService::SubmitStudy(const CallContext& c
 }
 
 absl::StatusOr<StudyView> StudyService::GetStudy(const CallContext&, const std::string& study_id) {
+  return core_.query_pool.Call([&] { return DoGetStudy(study_id); });
+}
+
+absl::StatusOr<StudyView> StudyService::DoGetStudy(const std::string& study_id) {
   MEDPROF_RETURN_IF_ERROR(RequireId(study_id, "study_id"));
   StudyView v;
   MEDPROF_RETURN_IF_ERROR(core_.store.Read([&](StoreTx& tx) -> absl::Status {
@@ -212,6 +216,10 @@ absl::StatusOr<StudyView> StudyService::GetStudy(const CallContext&, const std::
 }
 
 absl::StatusOr<ListStudiesResult> StudyService::ListStudies(const CallContext& ctx, const ListStudiesRequest& r) {
+  return core_.query_pool.Call([&] { return DoListStudies(ctx, r); });
+}
+
+absl::StatusOr<ListStudiesResult> StudyService::DoListStudies(const CallContext& ctx, const ListStudiesRequest& r) {
   MEDPROF_RETURN_IF_ERROR(CheckOptional("limit", r.limit, 1, 1000, "50"));
   const int limit = r.limit == 0 ? 50 : r.limit;
   int64_t before = 0;
@@ -315,6 +323,10 @@ absl::Status StudyService::WatchStudy(const CallContext& ctx, const std::string&
 }
 
 absl::StatusOr<std::vector<RunView>> StudyService::ListRuns(const CallContext& ctx, const ListRunsRequest& r) {
+  return core_.query_pool.Call([&] { return DoListRuns(ctx, r); });
+}
+
+absl::StatusOr<std::vector<RunView>> StudyService::DoListRuns(const CallContext& ctx, const ListRunsRequest& r) {
   MEDPROF_RETURN_IF_ERROR(CheckOptional("limit", r.limit, 1, 10000, "100"));
   if (r.study_id.size() > 64 || r.job_id.size() > 64) return Invalid("study_id/job_id: at most 64 characters");
   RunFilter f;
@@ -350,6 +362,10 @@ absl::StatusOr<std::vector<RunView>> StudyService::ListRuns(const CallContext& c
 }
 
 absl::StatusOr<RunView> StudyService::GetRun(const CallContext&, const std::string& run_id) {
+  return core_.query_pool.Call([&] { return DoGetRun(run_id); });
+}
+
+absl::StatusOr<RunView> StudyService::DoGetRun(const std::string& run_id) {
   MEDPROF_RETURN_IF_ERROR(RequireId(run_id, "run_id"));
   RunView v;
   MEDPROF_RETURN_IF_ERROR(core_.store.Read([&](StoreTx& tx) -> absl::Status {

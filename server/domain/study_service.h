@@ -8,6 +8,9 @@
 // sends the study's events from the first, then live, and ends after the event with
 // study_finished = true.
 //
+// GetStudy, ListStudies, ListRuns and GetRun run on the domain's QueryPool (query_pool.h: lower CPU
+// priority than writes).
+//
 // Thread-safe. Holds references into its DomainCore.
 #pragma once
 
@@ -42,6 +45,12 @@ class StudyService {
   absl::StatusOr<RunView> GetRun(const CallContext& ctx, const std::string& run_id);
 
  private:
+  // The queries' bodies; the public methods run them on the query pool (query_pool.h).
+  absl::StatusOr<StudyView> DoGetStudy(const std::string& study_id);
+  absl::StatusOr<ListStudiesResult> DoListStudies(const CallContext& ctx, const ListStudiesRequest& request);
+  absl::StatusOr<std::vector<RunView>> DoListRuns(const CallContext& ctx, const ListRunsRequest& request);
+  absl::StatusOr<RunView> DoGetRun(const std::string& run_id);
+
   DomainCore& core_;
 };
 

@@ -30,6 +30,13 @@ absl::Status DomainOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("--max-result-bytes-per-run: ", max_result_bytes_per_run,
                                                    " is out of range (allowed 1048576..68719476736)"));
   }
+  if (compare_cache_entries < 0 || compare_cache_entries > 100000) {
+    return absl::InvalidArgumentError(absl::StrCat("compare_cache_entries: ", compare_cache_entries,
+                                                   " is out of range (allowed 0..100000)"));
+  }
+  if (query_nice < 0 || query_nice > 19) {
+    return absl::InvalidArgumentError(absl::StrCat("query_nice: ", query_nice, " is out of range (allowed 0..19)"));
+  }
   if (max_jobs_per_study < 1) {
     return absl::InvalidArgumentError(absl::StrCat("max_jobs_per_study: ", max_jobs_per_study, " must be positive"));
   }

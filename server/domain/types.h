@@ -40,6 +40,13 @@ struct DomainOptions {
   // 1 MiB..64 GiB). Past it the upload is refused with RESOURCE_EXHAUSTED naming the limit, and
   // the agent stops the run.
   int64_t max_result_bytes_per_run = int64_t{512} << 20;
+  // Comparisons of studies kept for the next identical compare (default 256; 0..100000; 0 = every
+  // compare computed afresh). See compare_cache.h.
+  int compare_cache_entries = 256;
+  // Nice value of the threads that run read-only queries (compare, studies, runs, kernels, diff,
+  // timeline; query_pool.h), so that reads cannot take the CPU from writes (default 10; 0..19;
+  // 0 = queries run on the calling thread at its priority).
+  int query_nice = 10;
 
   // INVALID_ARGUMENT naming the flag and its range when a value is out of range.
   absl::Status Validate() const;

@@ -267,6 +267,70 @@ CREATE TABLE run_kernel_signatures (
 CREATE INDEX run_kernel_signatures_by_run ON run_kernel_signatures(run_id);
 )sql";
 
+// Version 7: studies.revision, which changes whenever something compare reads of the study's
+// succeeded runs changes (server/domain/compare_cache.h serves a cached comparison only at the
+// revision it was computed at). Triggers keep it, so that no write path can forget it: a run
+// that is, was or becomes succeeded (inserted, updated, deleted), a job whose preset or study
+// changes, and any step, op, kernel, metric or finding row of a succeeded run. Rows written to a
+// running run bump nothing (compare ignores the run until it succeeds, and that update bumps).
+constexpr char kV7[] = R"sql(
+ALTER TABLE studies ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+CREATE TRIGGER runs_revise_insert AFTER INSERT ON runs WHEN NEW.state = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = NEW.study_id; END;
+CREATE TRIGGER runs_revise_update AFTER UPDATE ON runs WHEN OLD.state = 'succeeded' OR NEW.state = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id IN (OLD.study_id, NEW.study_id); END;
+CREATE TRIGGER runs_revise_delete AFTER DELETE ON runs WHEN OLD.state = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = OLD.study_id; END;
+CREATE TRIGGER jobs_revise_update AFTER UPDATE ON jobs
+  WHEN OLD.preset IS NOT NEW.preset OR OLD.study_id IS NOT NEW.study_id OR OLD.job_id IS NOT NEW.job_id
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id IN (OLD.study_id, NEW.study_id); END;
+CREATE TRIGGER run_steps_revise_insert AFTER INSERT ON run_steps
+  WHEN (SELECT state FROM runs WHERE run_id = NEW.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = NEW.run_id); END;
+CREATE TRIGGER run_steps_revise_update AFTER UPDATE ON run_steps
+  WHEN (SELECT state FROM runs WHERE run_id = NEW.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = NEW.run_id); END;
+CREATE TRIGGER run_steps_revise_delete AFTER DELETE ON run_steps
+  WHEN (SELECT state FROM runs WHERE run_id = OLD.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = OLD.run_id); END;
+CREATE TRIGGER run_ops_revise_insert AFTER INSERT ON run_ops
+  WHEN (SELECT state FROM runs WHERE run_id = NEW.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = NEW.run_id); END;
+CREATE TRIGGER run_ops_revise_update AFTER UPDATE ON run_ops
+  WHEN (SELECT state FROM runs WHERE run_id = NEW.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = NEW.run_id); END;
+CREATE TRIGGER run_ops_revise_delete AFTER DELETE ON run_ops
+  WHEN (SELECT state FROM runs WHERE run_id = OLD.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = OLD.run_id); END;
+CREATE TRIGGER run_kernels_revise_insert AFTER INSERT ON run_kernels
+  WHEN (SELECT state FROM runs WHERE run_id = NEW.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = NEW.run_id); END;
+CREATE TRIGGER run_kernels_revise_update AFTER UPDATE ON run_kernels
+  WHEN (SELECT state FROM runs WHERE run_id = NEW.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = NEW.run_id); END;
+CREATE TRIGGER run_kernels_revise_delete AFTER DELETE ON run_kernels
+  WHEN (SELECT state FROM runs WHERE run_id = OLD.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = OLD.run_id); END;
+CREATE TRIGGER run_metrics_revise_insert AFTER INSERT ON run_metrics
+  WHEN (SELECT state FROM runs WHERE run_id = NEW.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = NEW.run_id); END;
+CREATE TRIGGER run_metrics_revise_update AFTER UPDATE ON run_metrics
+  WHEN (SELECT state FROM runs WHERE run_id = NEW.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = NEW.run_id); END;
+CREATE TRIGGER run_metrics_revise_delete AFTER DELETE ON run_metrics
+  WHEN (SELECT state FROM runs WHERE run_id = OLD.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = OLD.run_id); END;
+CREATE TRIGGER run_findings_revise_insert AFTER INSERT ON run_findings
+  WHEN (SELECT state FROM runs WHERE run_id = NEW.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = NEW.run_id); END;
+CREATE TRIGGER run_findings_revise_update AFTER UPDATE ON run_findings
+  WHEN (SELECT state FROM runs WHERE run_id = NEW.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = NEW.run_id); END;
+CREATE TRIGGER run_findings_revise_delete AFTER DELETE ON run_findings
+  WHEN (SELECT state FROM runs WHERE run_id = OLD.run_id) = 'succeeded'
+  BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = OLD.run_id); END;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -277,6 +341,7 @@ const std::vector<Migration>& Migrations() {
       {4, "bearer tokens: salted hashes, role, project, agent binding", kV4},
       {5, "bytes of worker records stored per run", kV5},
       {6, "launch signatures per kernel", kV6},
+      {7, "study revision: bumped by triggers on every change compare can see", kV7},
   };
   return migrations;
 }

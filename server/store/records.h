@@ -71,6 +71,9 @@ struct StudyRecord {
   std::string cancel_reason;
   int64_t finished_unix_ms = 0;  // when the last job ended; 0 while active
   int64_t seq = 0;               // insertion order (read-only; assigned by the store)
+  // Changes with every write that changes what compare reads of the study's succeeded runs
+  // (read-only; kept by the store). With seq (never reused) it names one state of the study.
+  int64_t revision = 0;
 };
 
 struct JobRecord {

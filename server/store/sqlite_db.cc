@@ -123,7 +123,28 @@ void Statement::Reset() {
   sqlite3_clear_bindings(stmt_);
 }
 
+namespace {
+
+// Process-wide SQLite settings, applied once before the first connection. Memory statistics off:
+// with them every sqlite3_malloc and sqlite3_free of every connection takes one global mutex, and
+// a thread preempted while holding it stalls all the others — 20 busy readers made the writer wait
+// on it for tens of ms (perf sched: the ingest thread slept in sqlite3Malloc's mutex). Nothing here
+// reads the statistics (sqlite3_memory_used, soft heap limits).
+void ConfigureSqliteOnce() {
+  static const int rc = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  static bool logged = false;
+  if (rc != SQLITE_OK && !logged) {
+    logged = true;  // SQLITE_MISUSE: something in this process initialized SQLite first
+    kLog.Warn("sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0): {} (SQLite code {}): memory statistics stay on, and "
+              "with them a global lock every connection takes to allocate",
+              sqlite3_errstr(rc), rc);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Db>> Db::Open(const std::string& path) {
+  ConfigureSqliteOnce();
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &raw,
                                  SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);

@@ -77,7 +77,7 @@ absl::Status CorruptState(absl::string_view table, const std::string& id, const 
 // ---------------------------------------------------------------- row readers
 
 constexpr char kStudyCols[] =
-    "seq, study_id, name, project, created_unix_ms, cancelled, cancel_reason, finished_unix_ms";
+    "seq, study_id, name, project, created_unix_ms, cancelled, cancel_reason, finished_unix_ms, revision";
 
 StudyRecord ReadStudy(const Statement& st) {
   StudyRecord s;
@@ -89,6 +89,7 @@ StudyRecord ReadStudy(const Statement& st) {
   s.cancelled = st.Int(5) != 0;
   s.cancel_reason = st.Text(6);
   s.finished_unix_ms = st.Int(7);
+  s.revision = st.Int(8);
   return s;
 }
 

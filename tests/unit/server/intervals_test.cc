@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <random>
 
 namespace medprof::server {
 namespace {
@@ -69,6 +71,59 @@ TEST(BootstrapMedians, SameSeedSameReplicates) {
   const std::vector<std::vector<double>> runs = {{1, 5, 2, 8}, {3, 9, 4}, {6, 7}};
   EXPECT_EQ(BootstrapMedians(runs, 42), BootstrapMedians(runs, 42));
   EXPECT_NE(BootstrapMedians(runs, 42), BootstrapMedians(runs, 43));
+}
+
+// The resampler as first written (draw the values, select the median with nth_element), kept
+// here as the reference: BootstrapMedians counts ranks instead, and must give the same doubles.
+std::vector<double> ReferenceBootstrap(const std::vector<std::vector<double>>& runs, uint64_t seed, int replicates) {
+  std::vector<const std::vector<double>*> nonempty;
+  for (const auto& r : runs) {
+    if (!r.empty()) nonempty.push_back(&r);
+  }
+  std::vector<double> out;
+  if (nonempty.empty()) return out;
+  uint64_t state = seed;
+  auto next = [&state] {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  auto below = [&](size_t n) { return static_cast<size_t>((static_cast<unsigned __int128>(next()) * n) >> 64); };
+  std::vector<double> drawn;
+  for (int b = 0; b < replicates; ++b) {
+    drawn.clear();
+    for (size_t i = 0; i < nonempty.size(); ++i) {
+      const std::vector<double>& run = nonempty.size() > 1 ? *nonempty[below(nonempty.size())] : *nonempty[0];
+      for (size_t s = 0; s < run.size(); ++s) drawn.push_back(run[below(run.size())]);
+    }
+    const size_t mid = drawn.size() / 2;
+    std::nth_element(drawn.begin(), drawn.begin() + static_cast<std::ptrdiff_t>(mid), drawn.end());
+    const double upper = drawn[mid];
+    out.push_back(drawn.size() % 2 == 1
+                      ? upper
+                      : (*std::max_element(drawn.begin(), drawn.begin() + static_cast<std::ptrdiff_t>(mid)) + upper) / 2);
+  }
+  return out;
+}
+
+TEST(BootstrapMedians, SameDoublesAsTheReferenceResampler) {
+  // Random cells: 1..12 runs (some empty) of 0..40 steps, odd and even counts, ties (values
+  // rounded to 0.25 ms) and distinct values; every replicate must be the same double.
+  std::mt19937_64 gen(2026);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<std::vector<double>> runs(1 + gen() % 12);
+    const bool ties = trial % 2 == 0;
+    for (auto& run : runs) {
+      run.resize(gen() % 41);
+      for (double& v : run) {
+        const double x = 5.0 + static_cast<double>(gen() % 100000) / 997.0;
+        v = ties ? std::round(x * 4) / 4 : x;
+      }
+    }
+    const uint64_t seed = gen();
+    ASSERT_EQ(BootstrapMedians(runs, seed, 200), ReferenceBootstrap(runs, seed, 200)) << "trial " << trial;
+  }
 }
 
 }  // namespace

@@ -170,14 +170,16 @@ TEST(SqliteStore, RefusesADatabaseFromANewerServer) {
   OpenOrDie(path).reset();
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(raw, "INSERT INTO schema_version VALUES (7, 'future', 0)", nullptr, nullptr, nullptr),
-            SQLITE_OK);
+  const int future = LatestSchemaVersion() + 1;
+  const std::string insert = absl::StrCat("INSERT INTO schema_version VALUES (", future, ", 'future', 0)");
+  ASSERT_EQ(sqlite3_exec(raw, insert.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(raw);
   SqliteStoreOptions o;
   o.path = path;
   EXPECT_THAT(SqliteStore::Open(o),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr(absl::StrCat("schema version 7 but this medprof-server knows versions up to ", LatestSchemaVersion()))));
+                       HasSubstr(absl::StrCat("schema version ", future, " but this medprof-server knows versions up to ",
+                                                LatestSchemaVersion()))));
 }
 
 TEST(SqliteStore, MissingDirectoryNamesThePath) {
@@ -407,6 +409,76 @@ TEST(SqliteStore, CountRowsRefusesUnknownTables) {
   auto store = OpenOrDie(":memory:");
   EXPECT_THAT(store->Read([](StoreTx& tx) { return tx.CountRows("sqlite_master; DROP TABLE x").status(); }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown table")));
+}
+
+int64_t Revision(Store& store, const std::string& study_id) {
+  int64_t revision = -1;
+  EXPECT_THAT(store.Read([&](StoreTx& tx) -> absl::Status {
+    MEDPROF_ASSIGN_OR_RETURN(std::optional<StudyRecord> s, tx.GetStudy(study_id));
+    if (s.has_value()) revision = s->revision;
+    return absl::OkStatus();
+  }), IsOk());
+  return revision;
+}
+
+// studies.revision (migration 7) moves with every change that compare can see, whatever writes
+// it, and stays put for the writes compare cannot see (a running run's rows, leases, job states).
+TEST(SqliteStore, StudyRevisionMovesWithWhatCompareReads) {
+  TempDir dir;
+  const std::string path = dir.File("rev.db");
+  auto store = OpenOrDie(path);
+  RunRecord run = MakeRun("run-1", "job-1", "st-1");
+  KernelRow k;
+  k.name = "sm90_xmma_fprop";
+  k.total_ns = 4000;
+  auto write = [&](auto fn) { ASSERT_THAT(store->Write([&](StoreTx& tx) -> absl::Status { return fn(tx); }), IsOk()); };
+  write([&](StoreTx& tx) -> absl::Status {
+    MEDPROF_RETURN_IF_ERROR(tx.InsertStudy(MakeStudy("st-1")));
+    MEDPROF_RETURN_IF_ERROR(tx.InsertStudy(MakeStudy("st-2")));
+    MEDPROF_RETURN_IF_ERROR(tx.InsertJob(MakeJob("job-1", "st-1")));
+    return tx.InsertRun(run);
+  });
+  int64_t r = Revision(*store, "st-1");
+  write([&](StoreTx& tx) -> absl::Status {  // a running run: nothing compare reads
+    MEDPROF_RETURN_IF_ERROR(tx.InsertKernels("run-1", {k}));
+    MEDPROF_RETURN_IF_ERROR(tx.InsertSteps("run-1", {StepRow{.phase = 2, .step = 0, .wall_ns = 1500}}));
+    MEDPROF_RETURN_IF_ERROR(tx.ExtendLease("run-1", 9000));
+    JobRecord job = MakeJob("job-1", "st-1");
+    job.state = JobState::kRunning;
+    return tx.UpdateJob(job);
+  });
+  EXPECT_EQ(Revision(*store, "st-1"), r);
+  run.state = RunState::kSucceeded;  // the run succeeds
+  write([&](StoreTx& tx) { return tx.UpdateRunState(run); });
+  EXPECT_GT(Revision(*store, "st-1"), r);
+  for (const char* what : {"a kernel row", "a metric row", "an op row", "a finding", "run results"}) {
+    r = Revision(*store, "st-1");
+    write([&](StoreTx& tx) -> absl::Status {  // rows of a succeeded run, as an import writes them
+      const std::string w = what;
+      if (w == "a kernel row") return tx.InsertKernels("run-1", {k});
+      if (w == "a metric row") return tx.InsertMetrics("run-1", {MetricRow{"run", "sm_cycles", 1, ""}});
+      if (w == "an op row") return tx.InsertOps("run-1", {OpRow{"aten::add", "fwd", "elementwise", 1, 2, 2}});
+      if (w == "a finding") return tx.InsertFindings("run-1", {FindingRow{.kernel = k.name, .rule = "r"}});
+      return tx.UpdateRunResults(run);
+    });
+    EXPECT_GT(Revision(*store, "st-1"), r) << what;
+  }
+  r = Revision(*store, "st-1");
+  RunRecord imported = MakeRun("run-2", "job-1", "st-1");
+  imported.state = RunState::kSucceeded;
+  write([&](StoreTx& tx) { return tx.InsertRun(imported); });  // a run stored as succeeded
+  EXPECT_GT(Revision(*store, "st-1"), r);
+  // No delete exists in the store yet; one written as plain SQL is seen all the same.
+  r = Revision(*store, "st-1");
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(raw, "PRAGMA foreign_keys = ON; DELETE FROM runs WHERE run_id = 'run-1'", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(raw);
+  sqlite3_close(raw);
+  EXPECT_GT(Revision(*store, "st-1"), r);
+  EXPECT_EQ(Revision(*store, "st-2"), 0);  // another study's writes never move it
 }
 
 TEST(SqliteStore, DataSurvivesReopening) {
