@@ -146,6 +146,7 @@ Json TopKernelsJson(const v1::CompareCell& c) {
     e["share"] = k.share();
     e["priority"] = k.priority();
     e["speedup"] = k.speedup();
+    e["coverage_pct"] = k.has_coverage_pct() ? Json(k.coverage_pct()) : Json(nullptr);
     e["findings"] = Json::array();
     for (const auto& f : k.findings()) {
       Json fj;
@@ -274,7 +275,10 @@ std::string CompareCsv(const v1::CompareResponse& r) {
     if (!c.metrics().collected()) w.Text("metrics", "", c.metrics().not_collected());
     for (const auto& st : c.stalls().shares()) w.Value("stall_share", st.name(), st.share());
     if (!c.stalls().collected()) w.Text("stalls", "", c.stalls().not_collected());
-    for (const auto& k : c.top_kernels()) w.Value("kernel_priority", k.name(), k.priority());
+    for (const auto& k : c.top_kernels()) {
+      w.Value("kernel_priority", k.name(), k.priority());
+      if (k.has_coverage_pct()) w.Value("kernel_coverage_pct", k.name(), k.coverage_pct());
+    }
     for (const auto& n : c.notes()) w.Text("note", "", n);
   }
   return w.Take();
@@ -404,6 +408,7 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
       for (const auto& k : c.top_kernels()) {
         absl::StrAppend(&kernels, "    ", Percent(k.share()), "  ", k.category(), "  ", ClipToWidth(k.name(), 70));
         if (k.priority() > 0) absl::StrAppend(&kernels, "  priority ", Fixed(k.priority(), 3));
+        if (k.has_coverage_pct()) absl::StrAppend(&kernels, "  metrics over ", Percent(k.coverage_pct() / 100));
         absl::StrAppend(&kernels, "\n");
         for (const auto& f : k.findings()) {
           absl::StrAppend(&kernels, "        ", f.rule(), ": ", f.finding(), " (speedup ", Percent(f.speedup()), ")\n");

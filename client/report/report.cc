@@ -377,7 +377,8 @@ std::string PriorityTable(const ReportInput& in) {
       "<b>share</b>: the kernel's part of the cell's kernel time. <b>est. speedup</b>: the largest of its findings' "
       "estimated gains on the kernel's own time (inefficiency &times; utilization of the limiting unit, Nsight "
       "Compute's rule logic). <b>priority</b>: share &times; est. speedup, the expected gain on the whole step "
-      "&mdash; the ranking key.</p>\n",
+      "&mdash; the ranking key. <b>measured</b>: the share of the kernel's time whose launch signatures the "
+      "metrics layer profiled; its figures are aggregates over all its launches.</p>\n",
       kMinKernelShare * 100);
   out +=
       "<table id=\"priority-table\" class=\"data\">\n<thead><tr><th>GPU</th><th>preset</th><th>phase</th><th>#</th>"
@@ -408,6 +409,11 @@ std::string PriorityTable(const ReportInput& in) {
                         E(k.name()), "\"><code>", E(Shorten(k.name(), 90)), "</code>",
                         k.op().empty() ? "" : absl::StrCat("<br><small>", E(k.op()), "</small>"), "</td><td>",
                         E(k.category()), "</td><td class=\"num\">", Opt(k.share() * 100, "%.1f%%"),
+                        k.has_coverage_pct()
+                            ? absl::StrFormat("<br><small title=\"share of the kernel's time whose launch "
+                                              "signatures the metrics layer measured\">measured %.0f%%</small>",
+                                              k.coverage_pct())
+                            : "",
                         "</td><td class=\"num\">", Opt(k.priority(), "%.3f"), "</td><td class=\"num\">",
                         k.findings().empty() ? "-" : Opt(k.speedup() * 100, "%.1f%%"), "</td><td>",
                         findings.empty() ? "<span class=\"muted\">no finding</span>"

@@ -252,6 +252,21 @@ void AddTimes(const RunRows& run, CellAcc& cell) {
   }
 }
 
+// The metrics layer's coverage of each kernel aggregate (kernel:<name> coverage_pct), added to every
+// (name, op) entry of that name.
+void AddCoverage(const RunRows& run, CellAcc& cell) {
+  constexpr std::string_view kKernelScope = "kernel:";
+  for (const MetricRow& m : run.metrics) {
+    if (m.name != "coverage_pct" || !m.scope.starts_with(kKernelScope)) continue;
+    const std::string_view name = std::string_view(m.scope).substr(kKernelScope.size());
+    for (auto& [key, ka] : cell.kernels) {
+      if (key.first != name) continue;
+      ka.coverage_sum += m.value;
+      ++ka.coverage_runs;
+    }
+  }
+}
+
 void AddFindings(const RunRows& run, CellAcc& cell) {
   if (run.findings.empty()) return;
   ++cell.runs_with_findings;
@@ -294,6 +309,7 @@ void AddRun(const RunRows& run, int study, const std::string& preset, CompareRow
     cell.step_ms.insert(cell.step_ms.end(), ms.begin(), ms.end());
     cell.run_steps.push_back(ms);
     AddTimes(run, cell);
+    AddCoverage(run, cell);
     AddFindings(run, cell);
     cell.run_metrics.push_back(ExtractRunMetrics(run.metrics, run.kernels, phase, static_cast<int>(ms.size())));
     AddLayers(run, cell);
@@ -521,6 +537,7 @@ void RankKernels(const CellAcc& acc, size_t top_kernels, CompareCell& c) {
                                       : 0;
     t.priority = acc.n > 0 ? ka.priority_sum / acc.n : 0;
     t.speedup = ka.speedup;
+    if (ka.coverage_runs > 0) t.coverage_pct = ka.coverage_sum / ka.coverage_runs;
     for (const auto& [fk, f] : ka.findings) t.findings.push_back(f);
     std::stable_sort(t.findings.begin(), t.findings.end(),
                      [](const FindingRow& a, const FindingRow& b) { return a.speedup > b.speedup; });

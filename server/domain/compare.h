@@ -52,6 +52,8 @@ struct KernelAcc {
   double priority_sum = 0;  // per run: the largest priority among its findings
   double speedup = 0;
   std::map<std::pair<std::string, std::string>, FindingRow> findings;  // (rule, finding) -> largest speedup
+  double coverage_sum = 0;  // the metrics aggregate's coverage_pct, summed over the runs that measured it
+  int coverage_runs = 0;
 };
 
 // What a cell's runs contributed, before any statistic.

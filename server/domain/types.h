@@ -243,6 +243,7 @@ struct TopKernel {
   double priority = 0;                 // mean over the cell's runs (0 without findings)
   double speedup = 0;                  // largest among its findings
   std::vector<FindingRow> findings;    // distinct (rule, finding), largest speedup first
+  double coverage_pct = -1;            // mean metrics coverage over the runs that measured it; -1 = none
 };
 
 // A speedup's 95 % bootstrap interval; significant = the interval excludes 1.0.

@@ -105,6 +105,7 @@ v1::CompareResponse ToProto(const CompareResult& r) {
       pk->set_share(k.share);
       pk->set_priority(k.priority);
       pk->set_speedup(k.speedup);
+      if (k.coverage_pct >= 0) pk->set_coverage_pct(k.coverage_pct);
       for (const FindingRow& f : k.findings) *pk->add_findings() = ToProto(f);
     }
     pc->set_findings_note(c.findings_note);

@@ -375,7 +375,7 @@ TEST_F(QueryTest, KernelsLargestFirstWithShares) {
 // it; the kernel row says its aggregate's coverage, the signature row whether it was measured.
 TEST_F(QueryTest, KernelsWithSignaturesAndCoverage) {
   const std::string node = Register("h200-node", {Gpu(0, "NVIDIA H200")});
-  Submit({"opt12"}, {"gpu=h200"});
+  const std::string study = Submit({"opt12"}, {"gpu=h200"}).study_id;
   std::optional<Assignment> a = Acquire(node);
   ASSERT_TRUE(a.has_value());
   v1::WorkerMessage sigs;
@@ -420,6 +420,17 @@ TEST_F(QueryTest, KernelsWithSignaturesAndCoverage) {
   out = domain_->queries().Kernels(ctx_, r);
   ASSERT_THAT(out, IsOk());
   EXPECT_TRUE(out->signatures.empty());  // a run stored without signatures
+
+  // compare's top kernels say the same coverage (-1: not measured).
+  CompareRequest c;
+  c.study_id = study;
+  auto cmp = domain_->queries().Compare(ctx_, c);
+  ASSERT_THAT(cmp, IsOk());
+  ASSERT_EQ(cmp->cells.size(), 1u);
+  std::map<std::string, double> coverage;
+  for (const TopKernel& k : cmp->cells[0].top_kernels) coverage[k.name] = k.coverage_pct;
+  EXPECT_DOUBLE_EQ(coverage.at("k_copy"), 75);
+  EXPECT_DOUBLE_EQ(coverage.at("k_add"), -1);
 }
 
 TEST_F(QueryTest, DiffAlignsByOpAndCategoryPerStep) {
