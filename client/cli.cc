@@ -18,6 +18,7 @@
 #include "common/token_text.h"
 #include "common/version.h"
 #include "common/workload_config.h"
+#include "common/workload_flags.h"
 
 namespace medprof::client {
 namespace {
@@ -52,19 +53,6 @@ absl::StatusOr<int64_t> ParseInt(absl::string_view flag, const std::string& text
   return v;
 }
 
-absl::StatusOr<std::vector<int>> ParseIntList(absl::string_view flag, const std::string& text) {
-  std::vector<int> out;
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    item = absl::StripAsciiWhitespace(item);
-    int v = 0;
-    if (!absl::SimpleAtoi(item, &v)) {
-      return Usage(absl::StrCat(flag, ": '", item, "' is not an integer (expected a comma-separated list of integers, e.g. 1,2,4)"));
-    }
-    out.push_back(v);
-  }
-  return out;
-}
-
 absl::StatusOr<OutputFormat> ParseFormat(const std::string& text,
                                          const std::vector<OutputFormat>& allowed,
                                          absl::string_view command) {
@@ -90,61 +78,15 @@ absl::Status ToFlagMessage(const absl::Status& s) {
 const std::vector<OutputFormat> kAllFormats = {OutputFormat::kTable, OutputFormat::kJson,
                                                OutputFormat::kCsv};
 
-// Raw strings of the submit flags; converted and checked after CLI11 has parsed.
+// The submit flags: the study's own as raw strings (converted and checked after CLI11 has
+// parsed), the workload's in the shared table of common/workload_flags.h.
 struct SubmitFlags {
   std::vector<std::string> presets;
   std::vector<std::string> targets;
-  std::string name, format = "table";
-  std::string volume, depth, height, width, steps, warmup, phase, repeats, batch;
-  std::string base_channels, channel_mult, res_blocks, attention_ds, in_channels, out_channels;
-  std::string groups, grad_accum, learning_rate, seed, sample_steps, device, cpu_threads;
-  std::string metrics_top_k, metrics_launches, metrics_coverage_pct, metrics_max_signatures, max_attempts, timeout_s;
-  std::optional<bool> tf32, channels_last, bf16, fused;
-  bool metrics = false, wait = false, no_compare = false;
+  std::string name, format = "table", repeats, max_attempts, run_timeout_s;
+  bool wait = false, no_compare = false;
+  config::WorkloadFlags workload;
 };
-
-// The optional int32 workload flags, in one table so conversion is uniform. `allowed` is shown
-// when the text is not an integer; ranges themselves are checked by config::Validate, whose
-// messages carry the full rule (e.g. "a multiple of 16").
-struct IntField {
-  const char* flag;
-  std::string SubmitFlags::*raw;
-  void (v1::WorkloadConfig::*set)(int32_t);
-  std::string allowed;
-};
-const std::vector<IntField>& IntFields() {
-  using config::kMaxVolume;
-  static const std::vector<IntField> fields = {
-      {"--volume", &SubmitFlags::volume, &v1::WorkloadConfig::set_volume, absl::StrCat(config::kMinVolume, "..", kMaxVolume)},
-      {"--depth", &SubmitFlags::depth, &v1::WorkloadConfig::set_depth, absl::StrCat("0 or ", config::kMinVolume, "..", kMaxVolume)},
-      {"--height", &SubmitFlags::height, &v1::WorkloadConfig::set_height, absl::StrCat("0 or ", config::kMinVolume, "..", kMaxVolume)},
-      {"--width", &SubmitFlags::width, &v1::WorkloadConfig::set_width, absl::StrCat("0 or ", config::kMinVolume, "..", kMaxVolume)},
-      {"--steps", &SubmitFlags::steps, &v1::WorkloadConfig::set_steps, absl::StrCat("1..", config::kMaxSteps)},
-      {"--warmup", &SubmitFlags::warmup, &v1::WorkloadConfig::set_warmup, absl::StrCat("0..", config::kMaxWarmup)},
-      {"--batch", &SubmitFlags::batch, &v1::WorkloadConfig::set_batch, absl::StrCat("1..", config::kMaxBatch)},
-      {"--base-channels", &SubmitFlags::base_channels, &v1::WorkloadConfig::set_base_channels, absl::StrCat(config::kMinBaseChannels, "..", config::kMaxBaseChannels)},
-      {"--res-blocks", &SubmitFlags::res_blocks, &v1::WorkloadConfig::set_res_blocks, absl::StrCat("1..", config::kMaxResBlocks)},
-      {"--in-channels", &SubmitFlags::in_channels, &v1::WorkloadConfig::set_in_channels, absl::StrCat("1..", config::kMaxInOutChannels)},
-      {"--out-channels", &SubmitFlags::out_channels, &v1::WorkloadConfig::set_out_channels, absl::StrCat("1..", config::kMaxInOutChannels)},
-      {"--groups", &SubmitFlags::groups, &v1::WorkloadConfig::set_groups, absl::StrCat("1..", config::kMaxGroups)},
-      {"--grad-accum", &SubmitFlags::grad_accum, &v1::WorkloadConfig::set_grad_accum, absl::StrCat("1..", config::kMaxGradAccum)},
-      {"--sample-steps", &SubmitFlags::sample_steps, &v1::WorkloadConfig::set_sample_steps, absl::StrCat("1..", config::kDiffusionSteps)},
-      {"--cpu-threads", &SubmitFlags::cpu_threads, &v1::WorkloadConfig::set_cpu_threads, absl::StrCat("0..", config::kMaxCpuThreads)},
-      {"--metrics-top-k", &SubmitFlags::metrics_top_k, &v1::WorkloadConfig::set_metrics_top_k, absl::StrCat("0..", config::kMaxMetricsTopK)},
-      {"--metrics-launches", &SubmitFlags::metrics_launches, &v1::WorkloadConfig::set_metrics_launches, absl::StrCat("1..", config::kMaxMetricsLaunches)},
-      {"--metrics-coverage-pct", &SubmitFlags::metrics_coverage_pct, &v1::WorkloadConfig::set_metrics_coverage_pct, absl::StrCat(config::kMinMetricsCoveragePct, "..100")},
-      {"--metrics-max-signatures", &SubmitFlags::metrics_max_signatures, &v1::WorkloadConfig::set_metrics_max_signatures, absl::StrCat("1..", config::kMaxMetricsMaxSignatures)},
-  };
-  return fields;
-}
-
-void AddBoolPair(CLI::App* app, const std::string& name, std::optional<bool>* target,
-                 const std::string& help) {
-  CLI::Option* on = app->add_flag_callback("--" + name, [target] { *target = true; }, help);
-  CLI::Option* off = app->add_flag_callback("--no-" + name, [target] { *target = false; },
-                                            "turn " + name + " off (overrides the preset)");
-  on->excludes(off);
-}
 
 absl::StatusOr<SubmitCommand> BuildSubmit(const SubmitFlags& f, CLI::App* sub) {
   SubmitCommand cmd;
@@ -186,64 +128,14 @@ absl::StatusOr<SubmitCommand> BuildSubmit(const SubmitFlags& f, CLI::App* sub) {
     MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--max-attempts", f.max_attempts, 1, kMaxAttempts));
     req.set_max_attempts(static_cast<int32_t>(v));
   }
-  if (sub->get_option("--timeout-s")->count() > 0) {
-    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--timeout-s", f.timeout_s, 1, kMaxJobTimeoutS));
+  if (sub->get_option("--run-timeout-s")->count() > 0) {
+    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--run-timeout-s", f.run_timeout_s, 1, kMaxJobTimeoutS));
     req.set_timeout_s(static_cast<int32_t>(v));
   }
 
   // The workload configuration: only what was typed.
   v1::WorkloadConfig* c = req.mutable_config();
-  for (const IntField& field : IntFields()) {
-    if (sub->get_option(field.flag)->count() == 0) continue;
-    int32_t v = 0;
-    if (!absl::SimpleAtoi(f.*field.raw, &v)) {
-      return Usage(absl::StrCat(field.flag, ": '", f.*field.raw, "' is not an integer (allowed ", field.allowed, ")"));
-    }
-    (c->*field.set)(v);
-  }
-  if (sub->get_option("--phase")->count() > 0) {
-    auto phase = config::ParsePhase(f.phase);
-    if (!phase.ok()) return ToFlagMessage(phase.status());
-    c->set_phase(*phase);
-  }
-  if (sub->get_option("--channel-mult")->count() > 0) {
-    MEDPROF_ASSIGN_OR_RETURN(std::vector<int> mult, ParseIntList("--channel-mult", f.channel_mult));
-    for (int m : mult) c->add_channel_mult(m);
-  }
-  if (sub->get_option("--attention-ds")->count() > 0) {
-    MEDPROF_ASSIGN_OR_RETURN(std::vector<int> ds, ParseIntList("--attention-ds", f.attention_ds));
-    for (int d : ds) c->add_attention_ds(d);
-  }
-  if (sub->get_option("--learning-rate")->count() > 0) {
-    double lr = 0;
-    if (!absl::SimpleAtod(f.learning_rate, &lr)) {
-      return Usage(absl::StrCat("--learning-rate: '", f.learning_rate, "' is not a number (allowed: greater than 0, at most 1)"));
-    }
-    c->set_learning_rate(lr);
-  }
-  if (sub->get_option("--seed")->count() > 0) {
-    uint64_t seed = 0;
-    if (!absl::SimpleAtoi(f.seed, &seed)) {
-      return Usage(absl::StrCat("--seed: '", f.seed, "' is not a non-negative integer (allowed 0..", std::numeric_limits<uint64_t>::max(), ")"));
-    }
-    c->set_seed(seed);
-  }
-  if (sub->get_option("--device")->count() > 0) {
-    if (f.device == "auto") {
-      c->set_device(v1::DEVICE_KIND_UNSPECIFIED);
-    } else if (f.device == "cpu") {
-      c->set_device(v1::DEVICE_KIND_CPU);
-    } else if (f.device == "cuda") {
-      c->set_device(v1::DEVICE_KIND_CUDA);
-    } else {
-      return Usage(absl::StrCat("--device: '", f.device, "' is not a device (allowed: auto|cpu|cuda)"));
-    }
-  }
-  if (f.tf32) c->set_tf32(*f.tf32);
-  if (f.channels_last) c->set_channels_last(*f.channels_last);
-  if (f.bf16) c->set_bf16(*f.bf16);
-  if (f.fused) c->set_fused(*f.fused);
-  if (f.metrics) c->set_metrics(true);
+  MEDPROF_RETURN_IF_ERROR(f.workload.Apply(c));
 
   // The server's own rules, on a copy with defaults filled, so a refusal names the flag here.
   for (const std::string& p : req.presets()) {
@@ -334,45 +226,16 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       ->type_name("SELECTOR")
       ->allow_extra_args(false);
   submit->add_option("--name", sf.name, "study label (at most 200 characters)")->type_name("TEXT");
-  submit->add_option("--volume", sf.volume, "cubic volume edge in voxels (8..512)")->type_name("N");
-  submit->add_option("--depth", sf.depth, "volume depth override")->type_name("N");
-  submit->add_option("--height", sf.height, "volume height override")->type_name("N");
-  submit->add_option("--width", sf.width, "volume width override")->type_name("N");
-  submit->add_option("--steps", sf.steps,
-                     "measured steps per run (1..100000, default 10); compare's interval of a median needs 5 or more")->type_name("N");
-  submit->add_option("--warmup", sf.warmup, "warm-up steps (0..1000)")->type_name("N");
-  submit->add_option("--phase", sf.phase, "train|forward|sample")->type_name("PHASE");
   submit->add_option("--repeats", sf.repeats,
                      "jobs per preset and target (1..100, default 1); 3 or more let compare's intervals include "
                      "run-to-run variation (fewer: a note says the interval misses it)")->type_name("N");
-  submit->add_option("--batch", sf.batch, "batch size (1..64)")->type_name("N");
-  submit->add_option("--base-channels", sf.base_channels, "model base width (4..512)")->type_name("N");
-  submit->add_option("--channel-mult", sf.channel_mult, "width multipliers per level, e.g. 1,2")->type_name("N,N..");
-  submit->add_option("--res-blocks", sf.res_blocks, "ResBlocks per level (1..4)")->type_name("N");
-  submit->add_option("--attention-ds", sf.attention_ds, "downsampling factors with attention, e.g. 8")->type_name("N,N..");
-  submit->add_option("--in-channels", sf.in_channels, "input channels (1..16)")->type_name("N");
-  submit->add_option("--out-channels", sf.out_channels, "output channels (1..16)")->type_name("N");
-  submit->add_option("--groups", sf.groups, "GroupNorm groups (1..64)")->type_name("N");
-  submit->add_option("--grad-accum", sf.grad_accum, "gradient accumulation (1..64)")->type_name("N");
-  submit->add_option("--learning-rate", sf.learning_rate, "Adam learning rate (0, 1]")->type_name("X");
-  submit->add_option("--seed", sf.seed, "seed of the synthetic inputs and weights")->type_name("N");
-  submit->add_option("--sample-steps", sf.sample_steps, "denoising steps for --phase sample (1..250)")->type_name("N");
-  submit->add_option("--device", sf.device, "auto|cpu|cuda")->type_name("DEVICE");
-  submit->add_option("--cpu-threads,--threads", sf.cpu_threads, "CPU threads (0 = LibTorch default; --threads as in medprof-worker)")->type_name("N");
-  submit->add_option("--metrics-top-k", sf.metrics_top_k, "kernels profiled by the metrics layer (0..200)")->type_name("N");
-  submit->add_option("--metrics-launches", sf.metrics_launches,
-                     "steps in which each such kernel's launch is profiled, median stored (1..9, default 3)")->type_name("N");
-  submit->add_option("--metrics-coverage-pct", sf.metrics_coverage_pct,
-                     "share of each kernel's time whose launch signatures are profiled (50..100, default 90)")->type_name("PCT");
-  submit->add_option("--metrics-max-signatures", sf.metrics_max_signatures,
-                     "signatures profiled per kernel at most (1..32, default 8)")->type_name("N");
+  sf.workload.Register(submit);
   submit->add_option("--max-attempts", sf.max_attempts, "attempts per job (1..10)")->type_name("N");
-  submit->add_option("--timeout-s", sf.timeout_s, "per-run wall-clock limit in seconds")->type_name("N");
-  AddBoolPair(submit, "tf32", &sf.tf32, "TF32 Tensor Cores on (overrides the preset)");
-  AddBoolPair(submit, "channels-last", &sf.channels_last, "NDHWC layout on (overrides the preset)");
-  AddBoolPair(submit, "bf16", &sf.bf16, "bf16 autocast on (overrides the preset)");
-  AddBoolPair(submit, "fused", &sf.fused, "fused GroupNorm+SiLU kernels on (overrides the preset)");
-  submit->add_flag("--metrics", sf.metrics, "run the range-profiler metrics layer");
+  submit->add_option("--run-timeout-s,--timeout-s", sf.run_timeout_s,
+                     absl::StrCat("per-run wall-clock limit in seconds (1..", kMaxJobTimeoutS,
+                                  "); --timeout-s is the old spelling, accepted for one release (before the "
+                                  "command, --timeout-s is the deadline of each call)"))
+      ->type_name("N");
   submit->add_flag("--wait", sf.wait,
                    "follow the study until it ends, then print the comparison (table format); exit 3 if a job failed");
   submit->add_flag("--no-compare", sf.no_compare, "with --wait: end with the study's jobs only, no comparison");
@@ -428,7 +291,9 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   compare->add_option("--baseline-gpu", cmp_baseline_gpu,
                       "cross-GPU speedup at each preset vs this GPU (full name or a unique part, e.g. a100)")
       ->type_name("GPU");
-  compare->add_option("--top-kernels", cmp_top_kernels, "kernels listed per cell by priority (1..50, default 5)")
+  compare->add_option("--top,--top-kernels", cmp_top_kernels,
+                      "kernels listed per cell by priority (1..50, default 5); --top-kernels is the old spelling, "
+                      "accepted for one release")
       ->type_name("N");
   compare->add_option("--baseline", cmp_baseline, "baseline preset (default baseline)")->type_name("PRESET");
   compare->add_option("--phase", cmp_phase, "train|forward|sample (default: every phase present)")->type_name("PHASE");
@@ -466,7 +331,9 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   report->add_option("--baseline", rep_baseline, "baseline preset (default baseline)")->type_name("PRESET");
   report->add_option("--baseline-gpu", rep_baseline_gpu, "add a cross-GPU speedup chart against this GPU (name or unique substring)")->type_name("GPU");
   report->add_option("--phase", rep_phase, "train|forward|sample (default: every phase present)")->type_name("PHASE");
-  report->add_option("--top-kernels", rep_top, "kernels per cell in the priority table (1..50, default 10)")->type_name("N");
+  report->add_option("--top,--top-kernels", rep_top,
+                     "kernels per cell in the priority table (1..50, default 10); --top-kernels is the old "
+                     "spelling, accepted for one release")->type_name("N");
 
   // kernels RUN | kernels classify
   std::vector<std::string> classify_names;
@@ -634,8 +501,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       if (cmp_baseline_gpu.empty()) return Usage("--baseline-gpu: must not be empty");
       cmd.request.set_baseline_gpu(cmp_baseline_gpu);
     }
-    if (compare->get_option("--top-kernels")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top-kernels", cmp_top_kernels, 1, kMaxTopKernels));
+    if (compare->get_option("--top")->count() > 0) {
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", cmp_top_kernels, 1, kMaxTopKernels));
       cmd.request.set_top_kernels(static_cast<int32_t>(v));
     }
     if (compare->get_option("--baseline")->count() > 0) {
@@ -754,8 +621,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       if (!phase.ok()) return ToFlagMessage(phase.status());
       cmd.phase = *phase;
     }
-    if (report->get_option("--top-kernels")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top-kernels", rep_top, 1, 50));
+    if (report->get_option("--top")->count() > 0) {
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", rep_top, 1, kMaxTopKernels));
       cmd.top_kernels = static_cast<int>(v);
     }
     out.body = std::move(cmd);

@@ -101,13 +101,13 @@ struct CancelCommand {
 };
 
 // `medprof compare [STUDY] [--runs R,R..] [--baseline P] [--baseline-gpu G] [--phase P]
-// [--top-categories N] [--top-kernels N]`: STUDY or --runs (or both) required.
+// [--top-categories N] [--top N]`: STUDY or --runs (or both) required.
 struct CompareCommand {
   v1::CompareRequest request;
   OutputFormat format = OutputFormat::kTable;
 };
 
-// `medprof report STUDY -o FILE [--baseline P] [--baseline-gpu G] [--phase P] [--top-kernels N]`: the study's
+// `medprof report STUDY -o FILE [--baseline P] [--baseline-gpu G] [--phase P] [--top N]`: the study's
 // self-contained HTML report (client/report/report.h). FILE "-" = stdout.
 struct ReportCommand {
   std::string study_id;

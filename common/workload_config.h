@@ -44,8 +44,8 @@ inline constexpr double kDefaultLearningRate = 1e-5;
 inline constexpr int kDiffusionSteps = 250;  // T
 inline constexpr int kDefaultMetricsTopK = 20;
 inline constexpr int kDefaultMetricsLaunches = 3, kMaxMetricsLaunches = 9;
-inline constexpr int kDefaultMetricsCoveragePct = 90, kMinMetricsCoveragePct = 50;
-inline constexpr int kDefaultMetricsMaxSignatures = 8, kMaxMetricsMaxSignatures = 32;
+inline constexpr int kDefaultMetricsCoveragePct = 98, kMinMetricsCoveragePct = 50;
+inline constexpr int kDefaultMetricsMaxSignatures = 32, kMaxMetricsMaxSignatures = 64;
 inline constexpr int kDefaultOverheadPairs = 3, kMaxOverheadPairs = 50;
 
 // Limits (inclusive).
