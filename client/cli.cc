@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/request_limits.h"
 #include "common/status.h"
 #include "common/token_text.h"
 #include "common/version.h"
@@ -23,21 +24,8 @@
 namespace medprof::client {
 namespace {
 
-constexpr int kMaxPresets = 16;
-constexpr int kMaxRepeats = 100;
-constexpr int kMaxAttempts = 10;
-constexpr int kMaxJobTimeoutS = 7 * 24 * 3600;
-constexpr int kMaxNameChars = 200;
-constexpr int kMaxReasonChars = 1000;
-constexpr int kMaxStudiesLimit = 1000;
-constexpr int kMaxRunsLimit = 10000;
-constexpr int kMaxTopCategories = 12;
 constexpr char kCommandList[] =
     "submit|watch|studies|runs|run|agents|cancel|compare|kernels|diff|export|report|import-ncu|upload";
-constexpr int kMaxTopRows = 10000;
-constexpr int kMaxTopKernels = 50;
-constexpr int kMaxRunFilter = 1000;
-constexpr size_t kMaxComparedStudies = 8;  // the first + more_study_ids (CompareRequest)
 
 absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
@@ -110,26 +98,26 @@ absl::StatusOr<SubmitCommand> BuildSubmit(const SubmitFlags& f, CLI::App* sub) {
     if (!seen.insert(p).second) return Usage(absl::StrCat("--presets: '", p, "' is listed twice"));
     req.add_presets(p);
   }
-  if (req.presets_size() < 1 || req.presets_size() > kMaxPresets) {
-    return Usage(absl::StrCat("--presets: ", req.presets_size(), " presets given (allowed 1..", kMaxPresets, ")"));
+  if (req.presets_size() < 1 || req.presets_size() > limits::kMaxPresets) {
+    return Usage(absl::StrCat("--presets: ", req.presets_size(), " presets given (allowed 1..", limits::kMaxPresets, ")"));
   }
   for (const std::string& t : f.targets) req.add_targets(t);
   if (sub->get_option("--name")->count() > 0) {
-    if (f.name.size() > kMaxNameChars) {
-      return Usage(absl::StrCat("--name: ", f.name.size(), " characters (allowed at most ", kMaxNameChars, ")"));
+    if (f.name.size() > limits::kMaxStudyNameChars) {
+      return Usage(absl::StrCat("--name: ", f.name.size(), " characters (allowed at most ", limits::kMaxStudyNameChars, ")"));
     }
     req.set_name(f.name);
   }
   if (sub->get_option("--repeats")->count() > 0) {
-    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--repeats", f.repeats, 1, kMaxRepeats));
+    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--repeats", f.repeats, 1, limits::kMaxRepeats));
     req.set_repeats(static_cast<int32_t>(v));
   }
   if (sub->get_option("--max-attempts")->count() > 0) {
-    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--max-attempts", f.max_attempts, 1, kMaxAttempts));
+    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--max-attempts", f.max_attempts, 1, limits::kMaxAttempts));
     req.set_max_attempts(static_cast<int32_t>(v));
   }
   if (sub->get_option("--run-timeout-s")->count() > 0) {
-    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--run-timeout-s", f.run_timeout_s, 1, kMaxJobTimeoutS));
+    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--run-timeout-s", f.run_timeout_s, 1, limits::kMaxRunTimeoutS));
     req.set_timeout_s(static_cast<int32_t>(v));
   }
 
@@ -225,14 +213,14 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   submit->add_option("--target", sf.targets, "target selector, e.g. gpu=h100 or arch=9.0,site=tacc (repeatable; none = any agent)")
       ->type_name("SELECTOR")
       ->allow_extra_args(false);
-  submit->add_option("--name", sf.name, "study label (at most 200 characters)")->type_name("TEXT");
+  submit->add_option("--name", sf.name, absl::StrCat("study label (at most ", limits::kMaxStudyNameChars, " characters)"))->type_name("TEXT");
   submit->add_option("--repeats", sf.repeats,
-                     "jobs per preset and target (1..100, default 1); 3 or more let compare's intervals include "
-                     "run-to-run variation (fewer: a note says the interval misses it)")->type_name("N");
+                     absl::StrCat("jobs per preset and target (1..", limits::kMaxRepeats, ", default 1); 3 or more let compare's intervals include "
+                     "run-to-run variation (fewer: a note says the interval misses it)"))->type_name("N");
   sf.workload.Register(submit);
-  submit->add_option("--max-attempts", sf.max_attempts, "attempts per job (1..10)")->type_name("N");
+  submit->add_option("--max-attempts", sf.max_attempts, absl::StrCat("attempts per job (1..", limits::kMaxAttempts, ")"))->type_name("N");
   submit->add_option("--run-timeout-s,--timeout-s", sf.run_timeout_s,
-                     absl::StrCat("per-run wall-clock limit in seconds (1..", kMaxJobTimeoutS,
+                     absl::StrCat("per-run wall-clock limit in seconds (1..", limits::kMaxRunTimeoutS,
                                   "); --timeout-s is the old spelling, accepted for one release (before the "
                                   "command, --timeout-s is the deadline of each call)"))
       ->type_name("N");
@@ -250,7 +238,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   // studies
   std::string studies_limit, studies_format = "table";
   CLI::App* studies = app.add_subcommand("studies", "list studies, newest first");
-  studies->add_option("--limit", studies_limit, "at most this many (1..1000, default 50)")->type_name("N");
+  studies->add_option("--limit", studies_limit, absl::StrCat("at most this many (1..", limits::kMaxStudiesLimit, ", default 50)"))->type_name("N");
   AddFormat(studies, &studies_format, "table|json|csv");
 
   // runs
@@ -258,7 +246,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   CLI::App* runs = app.add_subcommand("runs", "list runs");
   runs->add_option("--study", runs_study, "only runs of this study")->type_name("STUDY");
   runs->add_option("--job", runs_job, "only runs of this job")->type_name("JOB");
-  runs->add_option("--limit", runs_limit, "at most this many (1..10000, default 100)")->type_name("N");
+  runs->add_option("--limit", runs_limit, absl::StrCat("at most this many (1..", limits::kMaxRunsLimit, ", default 100)"))->type_name("N");
   AddFormat(runs, &runs_format, "table|json|csv");
 
   // run
@@ -284,20 +272,21 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   CLI::App* compare = app.add_subcommand("compare", "step time and kernel mix per GPU x preset, speedup vs a baseline preset");
   std::string cmp_runs, cmp_baseline_gpu, cmp_top_kernels;
   compare->add_option("STUDY", cmp_studies,
-                      "study id (or --runs, or both); several studies (at most 8): each preset's cells side by side, "
-                      "with a speedup vs the first study");
-  compare->add_option("--runs", cmp_runs, "compare exactly these succeeded runs (comma-separated, at most 1000)")
+                      absl::StrCat("study id (or --runs, or both); several studies (at most ", limits::kMaxComparedStudies,
+                                   "): each preset's cells side by side, with a speedup vs the first study"));
+  compare->add_option("--runs", cmp_runs, absl::StrCat("compare exactly these succeeded runs (comma-separated, at most ", limits::kMaxRunFilter, ")"))
       ->type_name("RUN,RUN..");
   compare->add_option("--baseline-gpu", cmp_baseline_gpu,
                       "cross-GPU speedup at each preset vs this GPU (full name or a unique part, e.g. a100)")
       ->type_name("GPU");
   compare->add_option("--top,--top-kernels", cmp_top_kernels,
-                      "kernels listed per cell by priority (1..50, default 5); --top-kernels is the old spelling, "
-                      "accepted for one release")
+                      absl::StrCat("kernels listed per cell by priority (1..", limits::kMaxTopKernels, ", default ",
+                                   limits::kDefaultTopKernels, "); --top-kernels is the old spelling, accepted for one release"))
       ->type_name("N");
   compare->add_option("--baseline", cmp_baseline, "baseline preset (default baseline)")->type_name("PRESET");
   compare->add_option("--phase", cmp_phase, "train|forward|sample (default: every phase present)")->type_name("PHASE");
-  compare->add_option("--top-categories", cmp_top, "kernel categories listed per cell (1..12, default 3)")->type_name("N");
+  compare->add_option("--top-categories", cmp_top, absl::StrCat("kernel categories listed per cell (1..", limits::kMaxTopCategories, ", default ",
+                                   limits::kDefaultTopCategories, ")"))->type_name("N");
   AddFormat(compare, &cmp_format, "table|json|csv");
 
   // upload
@@ -318,9 +307,9 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   import_ncu->add_option("--gpu", imp_gpu, "GPU name the run is compared under, e.g. \"NVIDIA H200\"")->type_name("NAME")->required();
   import_ncu->add_option("--preset", imp_preset, "preset the profiled program ran: " + config::PresetList())->type_name("PRESET")->required();
   import_ncu->add_option("--phase", imp_phase, "forward|train|sample (default train)")->type_name("PHASE");
-  import_ncu->add_option("--steps", imp_steps, "measured steps the export covers (1..100000, default 1)")->type_name("N");
+  import_ncu->add_option("--steps", imp_steps, absl::StrCat("measured steps the export covers (1..", limits::kMaxSteps, ", default 1)"))->type_name("N");
   import_ncu->add_option("--study", imp_study, "add the run to this study (default: a new study)")->type_name("STUDY");
-  import_ncu->add_option("--name", imp_name, "name of the new study (at most 200 characters)")->type_name("TEXT");
+  import_ncu->add_option("--name", imp_name, absl::StrCat("name of the new study (at most ", limits::kMaxStudyNameChars, " characters)"))->type_name("TEXT");
   AddFormat(import_ncu, &imp_format, "table|json");
 
   // report
@@ -332,8 +321,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   report->add_option("--baseline-gpu", rep_baseline_gpu, "add a cross-GPU speedup chart against this GPU (name or unique substring)")->type_name("GPU");
   report->add_option("--phase", rep_phase, "train|forward|sample (default: every phase present)")->type_name("PHASE");
   report->add_option("--top,--top-kernels", rep_top,
-                     "kernels per cell in the priority table (1..50, default 10); --top-kernels is the old "
-                     "spelling, accepted for one release")->type_name("N");
+                     absl::StrCat("kernels per cell in the priority table (1..", limits::kMaxTopKernels,
+                                  ", default 10); --top-kernels is the old spelling, accepted for one release"))->type_name("N");
 
   // kernels RUN | kernels classify
   std::vector<std::string> classify_names;
@@ -342,7 +331,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       "kernels", "a run's kernels by total GPU time (kernels RUN), or the offline taxonomy tool (kernels classify)");
   kernels->require_subcommand(0, 1);
   kernels->add_option("RUN", kernels_run, "run id");
-  kernels->add_option("--top", kernels_top, "only the N largest (1..10000; default all)")->type_name("N");
+  kernels->add_option("--top", kernels_top, absl::StrCat("only the N largest (1..", limits::kMaxTopRows, "; default all)"))->type_name("N");
   bool kernels_signatures = false, kernels_all = false;
   kernels->add_flag("--all", kernels_all, "table: also the rows under 0.5 % of the time (JSON and CSV hold every row)");
   kernels->add_flag("--signatures", kernels_signatures,
@@ -359,7 +348,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   CLI::App* diff = app.add_subcommand("diff", "kernel time of two runs side by side, aligned by op and category");
   diff->add_option("RUN_A", diff_a, "run id (A)")->required();
   diff->add_option("RUN_B", diff_b, "run id (B)")->required();
-  diff->add_option("--top", diff_top, "only the N rows that changed most (1..10000; default all)")->type_name("N");
+  diff->add_option("--top", diff_top, absl::StrCat("only the N rows that changed most (1..", limits::kMaxTopRows, "; default all)"))->type_name("N");
   AddFormat(diff, &diff_format, "table|json|csv");
 
   // export
@@ -441,7 +430,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     StudiesCommand cmd;
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(studies_format, kAllFormats, "studies"));
     if (studies->get_option("--limit")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--limit", studies_limit, 1, kMaxStudiesLimit));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--limit", studies_limit, 1, limits::kMaxStudiesLimit));
       cmd.request.set_limit(static_cast<int32_t>(v));
     }
     out.body = std::move(cmd);
@@ -451,7 +440,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     cmd.request.set_study_id(runs_study);
     cmd.request.set_job_id(runs_job);
     if (runs->get_option("--limit")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--limit", runs_limit, 1, kMaxRunsLimit));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--limit", runs_limit, 1, limits::kMaxRunsLimit));
       cmd.request.set_limit(static_cast<int32_t>(v));
     }
     out.body = std::move(cmd);
@@ -467,8 +456,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   } else if (cancel->parsed()) {
     CancelCommand cmd;
     cmd.request.set_study_id(cancel_study);
-    if (cancel_reason.size() > kMaxReasonChars) {
-      return Usage(absl::StrCat("--reason: ", cancel_reason.size(), " characters (allowed at most ", kMaxReasonChars, ")"));
+    if (cancel_reason.size() > limits::kMaxCancelReasonChars) {
+      return Usage(absl::StrCat("--reason: ", cancel_reason.size(), " characters (allowed at most ", limits::kMaxCancelReasonChars, ")"));
     }
     cmd.request.set_reason(cancel_reason);
     out.body = std::move(cmd);
@@ -477,8 +466,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(cmp_format, kAllFormats, "compare"));
     const std::string cmp_study = cmp_studies.empty() ? std::string() : cmp_studies[0];
     cmd.request.set_study_id(cmp_study);
-    if (cmp_studies.size() > kMaxComparedStudies) {
-      return Usage(absl::StrCat("compare: ", cmp_studies.size(), " studies (allowed at most ", kMaxComparedStudies, ")"));
+    if (cmp_studies.size() > static_cast<size_t>(limits::kMaxComparedStudies)) {
+      return Usage(absl::StrCat("compare: ", cmp_studies.size(), " studies (allowed at most ", limits::kMaxComparedStudies, ")"));
     }
     for (size_t i = 1; i < cmp_studies.size(); ++i) cmd.request.add_more_study_ids(cmp_studies[i]);
     if (cmp_studies.size() > 1 && compare->get_option("--runs")->count() > 0) {
@@ -490,8 +479,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
         if (run.empty()) return Usage("--runs: an empty run id (expected RUN,RUN..)");
         cmd.request.add_run_ids(run);
       }
-      if (cmd.request.run_ids_size() > kMaxRunFilter) {
-        return Usage(absl::StrCat("--runs: ", cmd.request.run_ids_size(), " runs (allowed at most ", kMaxRunFilter, ")"));
+      if (cmd.request.run_ids_size() > limits::kMaxRunFilter) {
+        return Usage(absl::StrCat("--runs: ", cmd.request.run_ids_size(), " runs (allowed at most ", limits::kMaxRunFilter, ")"));
       }
     }
     if (cmp_study.empty() && cmd.request.run_ids_size() == 0) {
@@ -502,7 +491,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       cmd.request.set_baseline_gpu(cmp_baseline_gpu);
     }
     if (compare->get_option("--top")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", cmp_top_kernels, 1, kMaxTopKernels));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", cmp_top_kernels, 1, limits::kMaxTopKernels));
       cmd.request.set_top_kernels(static_cast<int32_t>(v));
     }
     if (compare->get_option("--baseline")->count() > 0) {
@@ -517,7 +506,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       cmd.request.set_phase(*phase);
     }
     if (compare->get_option("--top-categories")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top-categories", cmp_top, 1, kMaxTopCategories));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top-categories", cmp_top, 1, limits::kMaxTopCategories));
       cmd.request.set_top_categories(static_cast<int32_t>(v));
     }
     out.body = std::move(cmd);
@@ -531,7 +520,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     cmd.all = kernels_all;
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(kernels_format, kAllFormats, "kernels"));
     if (kernels->get_option("--top")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", kernels_top, 1, kMaxTopRows));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", kernels_top, 1, limits::kMaxTopRows));
       cmd.request.set_top(static_cast<int32_t>(v));
     }
     out.body = std::move(cmd);
@@ -542,7 +531,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     cmd.request.set_run_b(diff_b);
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(diff_format, kAllFormats, "diff"));
     if (diff->get_option("--top")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", diff_top, 1, kMaxTopRows));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", diff_top, 1, limits::kMaxTopRows));
       cmd.request.set_top(static_cast<int32_t>(v));
     }
     out.body = std::move(cmd);
@@ -576,7 +565,9 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     if (imp_file.empty()) return Usage("import-ncu: FILE must not be empty");
     cmd.file = imp_file;
     const std::string gpu(absl::StripAsciiWhitespace(imp_gpu));
-    if (gpu.empty() || gpu.size() > 128) return Usage("--gpu: 1..128 characters (e.g. \"NVIDIA H200\")");
+    if (gpu.empty() || gpu.size() > limits::kMaxGpuNameChars) {
+      return Usage(absl::StrCat("--gpu: 1..", limits::kMaxGpuNameChars, " characters (e.g. \"NVIDIA H200\")"));
+    }
     cmd.gpu = gpu;
     if (!config::PresetFor(imp_preset).ok()) {
       return Usage(absl::StrCat("--preset: unknown preset '", imp_preset, "' (allowed: ", config::PresetList(), ")"));
@@ -588,14 +579,14 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       cmd.phase = *phase;
     }
     if (import_ncu->get_option("--steps")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--steps", imp_steps, 1, 100000));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--steps", imp_steps, 1, limits::kMaxSteps));
       cmd.steps = static_cast<int>(v);
     }
     if (!imp_study.empty() && !imp_name.empty()) {
       return Usage("--name: names a new study; it cannot be combined with --study");
     }
-    if (imp_name.size() > kMaxNameChars) {
-      return Usage(absl::StrCat("--name: ", imp_name.size(), " characters (allowed at most ", kMaxNameChars, ")"));
+    if (imp_name.size() > limits::kMaxStudyNameChars) {
+      return Usage(absl::StrCat("--name: ", imp_name.size(), " characters (allowed at most ", limits::kMaxStudyNameChars, ")"));
     }
     cmd.study_id = imp_study;
     cmd.study_name = imp_name;
@@ -622,7 +613,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       cmd.phase = *phase;
     }
     if (report->get_option("--top")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", rep_top, 1, kMaxTopKernels));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", rep_top, 1, limits::kMaxTopKernels));
       cmd.top_kernels = static_cast<int>(v);
     }
     out.body = std::move(cmd);

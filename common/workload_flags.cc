@@ -132,33 +132,33 @@ void Append(std::vector<FlagSpec>* to, std::vector<FlagSpec> more) {
 // The run and the model's shape, in the order of the proto.
 std::vector<FlagSpec> ShapeFlags() {
   using C = v1::WorkloadConfig;
-  const std::string edge = absl::StrCat(kMinVolume, "..", kMaxVolume), axis = "0 or " + edge;
+  const std::string edge = absl::StrCat(limits::kMinVolume, "..", limits::kMaxVolume), axis = "0 or " + edge;
   return {
       {"--phase", "PHASE", "what one step runs: forward|train|sample (default train)", SetPhase, ""},
-      IntFlag("--volume", &C::set_volume, "cubic volume edge in voxels", absl::StrCat(kDefaultVolume), edge,
+      IntFlag("--volume", &C::set_volume, "cubic volume edge in voxels", absl::StrCat(limits::kDefaultVolume), edge,
               ", a multiple of 2^(levels-1): 16 at five levels"),
       IntFlag("--depth", &C::set_depth, "volume depth, overriding --volume on that axis", "0 = --volume", axis),
       IntFlag("--height", &C::set_height, "volume height, overriding --volume on that axis", "0 = --volume", axis),
       IntFlag("--width", &C::set_width, "volume width, overriding --volume on that axis", "0 = --volume", axis),
       IntFlag("--steps", &C::set_steps, "measured steps per run; compare's interval of a median needs 5 or more",
-              absl::StrCat(kDefaultSteps), absl::StrCat("1..", kMaxSteps)),
-      IntFlag("--warmup", &C::set_warmup, "unmeasured warm-up steps before them", absl::StrCat(kDefaultWarmup),
-              absl::StrCat("0..", kMaxWarmup)),
-      IntFlag("--batch", &C::set_batch, "batch size", "1", absl::StrCat("1..", kMaxBatch)),
-      IntFlag("--base-channels", &C::set_base_channels, "U-Net base width", absl::StrCat(kDefaultBaseChannels),
-              absl::StrCat(kMinBaseChannels, "..", kMaxBaseChannels)),
+              absl::StrCat(limits::kDefaultSteps), absl::StrCat("1..", limits::kMaxSteps)),
+      IntFlag("--warmup", &C::set_warmup, "unmeasured warm-up steps before them", absl::StrCat(limits::kDefaultWarmup),
+              absl::StrCat("0..", limits::kMaxWarmup)),
+      IntFlag("--batch", &C::set_batch, "batch size", "1", absl::StrCat("1..", limits::kMaxBatch)),
+      IntFlag("--base-channels", &C::set_base_channels, "U-Net base width", absl::StrCat(limits::kDefaultBaseChannels),
+              absl::StrCat(limits::kMinBaseChannels, "..", limits::kMaxBaseChannels)),
       IntListFlag("--channel-mult", &C::add_channel_mult, &C::clear_channel_mult, "width multipliers per level",
-                  "1,1,2,3,4", absl::StrCat("1..", kMaxMult, " each, at most ", kMaxLevels, " levels")),
+                  "1,1,2,3,4", absl::StrCat("1..", limits::kMaxMult, " each, at most ", limits::kMaxLevels, " levels")),
       IntFlag("--res-blocks", &C::set_res_blocks, "ResBlocks per encoder level", "1",
-              absl::StrCat("1..", kMaxResBlocks)),
+              absl::StrCat("1..", limits::kMaxResBlocks)),
       IntListFlag("--attention-ds", &C::add_attention_ds, &C::clear_attention_ds,
                   "downsampling factors whose level gets attention, e.g. 8", "height/16, 8 at 128^3",
                   "powers of two up to the deepest level's factor, or a single 0: middle block only"),
       IntFlag("--in-channels", &C::set_in_channels, "input channels (image + masks)", "3",
-              absl::StrCat("1..", kMaxInOutChannels)),
-      IntFlag("--out-channels", &C::set_out_channels, "output channels", "1", absl::StrCat("1..", kMaxInOutChannels)),
-      IntFlag("--groups", &C::set_groups, "GroupNorm groups", absl::StrCat(kDefaultGroups, ", or --base-channels when smaller"),
-              absl::StrCat("1..", kMaxGroups), ", dividing every level width"),
+              absl::StrCat("1..", limits::kMaxInOutChannels)),
+      IntFlag("--out-channels", &C::set_out_channels, "output channels", "1", absl::StrCat("1..", limits::kMaxInOutChannels)),
+      IntFlag("--groups", &C::set_groups, "GroupNorm groups", absl::StrCat(limits::kDefaultGroups, ", or --base-channels when smaller"),
+              absl::StrCat("1..", limits::kMaxGroups), ", dividing every level width"),
   };
 }
 
@@ -167,12 +167,12 @@ std::vector<FlagSpec> RunFlags() {
   using C = v1::WorkloadConfig;
   std::vector<FlagSpec> flags = {
       IntFlag("--grad-accum", &C::set_grad_accum, "gradient accumulation micro-steps",
-              absl::StrCat(kDefaultGradAccum), absl::StrCat("1..", kMaxGradAccum)),
+              absl::StrCat(limits::kDefaultGradAccum), absl::StrCat("1..", limits::kMaxGradAccum)),
       {"--learning-rate,--lr", "X",
        Help("Adam learning rate", "1e-05", "greater than 0, at most 1" + OldSpelling("--lr")), SetLearningRate, ""},
       {"--seed", "N", Help("seed of the synthetic inputs, weights and noise", "0", "0..2^64-1"), SetSeed, ""},
       IntFlag("--sample-steps", &C::set_sample_steps, "denoising steps per sample (--phase sample)",
-              absl::StrCat(kDiffusionSteps), absl::StrCat("1..", kDiffusionSteps)),
+              absl::StrCat(limits::kDiffusionSteps), absl::StrCat("1..", limits::kDiffusionSteps)),
   };
   Append(&flags, SwitchPair("tf32", &C::set_tf32, "TF32 Tensor Cores on", "TF32 off: strict FP32"));
   Append(&flags, SwitchPair("channels-last", &C::set_channels_last, "NDHWC (ChannelsLast3d) on", "NDHWC off: NCDHW"));
@@ -181,12 +181,12 @@ std::vector<FlagSpec> RunFlags() {
   Append(&flags, {
       {"--device", "DEVICE", "auto|cpu|cuda (default auto: the GPU when usable)", SetDevice, ""},
       IntFlag("--cpu-threads,--threads", &C::set_cpu_threads, "CPU threads for LibTorch", "0 = LibTorch's",
-              absl::StrCat("0..", kMaxCpuThreads), OldSpelling("--threads")),
+              absl::StrCat("0..", limits::kMaxCpuThreads), OldSpelling("--threads")),
       Switch("--metrics", &C::set_metrics, true, "run the range-profiler metrics layer (default off)"),
       IntFlag("--metrics-top-k", &C::set_metrics_top_k, "kernels the metrics layer profiles",
-              absl::StrCat(kDefaultMetricsTopK), absl::StrCat("0..", kMaxMetricsTopK)),
+              absl::StrCat(limits::kDefaultMetricsTopK), absl::StrCat("0..", limits::kMaxMetricsTopK)),
       IntFlag("--overhead-pairs", &C::set_overhead_pairs, "trace on/off step pairs measuring the trace overhead",
-              absl::StrCat(kDefaultOverheadPairs, ", 0 = skip"), absl::StrCat("0..", kMaxOverheadPairs)),
+              absl::StrCat(limits::kDefaultOverheadPairs, ", 0 = skip"), absl::StrCat("0..", limits::kMaxOverheadPairs)),
       Switch("--no-sampling", &C::set_sampling, false, "no PC/PM sampling (default: sampling where permitted)"),
       Switch("--no-trace", &C::set_trace, false, "no CUPTI at all (ops only), e.g. under Nsight Compute (default: trace on)"),
       {"--counter-api", "API",
@@ -199,12 +199,12 @@ std::vector<FlagSpec> RunFlags() {
        ""},
       IntFlag("--metrics-launches", &C::set_metrics_launches,
               "steps in which each such kernel's launch is profiled; the median per metric is stored",
-              absl::StrCat(kDefaultMetricsLaunches), absl::StrCat("1..", kMaxMetricsLaunches)),
+              absl::StrCat(limits::kDefaultMetricsLaunches), absl::StrCat("1..", limits::kMaxMetricsLaunches)),
       IntFlag("--metrics-coverage-pct", &C::set_metrics_coverage_pct,
               "share of each kernel's time whose launch signatures are profiled, largest first",
-              absl::StrCat(kDefaultMetricsCoveragePct), absl::StrCat(kMinMetricsCoveragePct, "..100")),
+              absl::StrCat(limits::kDefaultMetricsCoveragePct), absl::StrCat(limits::kMinMetricsCoveragePct, "..100")),
       IntFlag("--metrics-max-signatures", &C::set_metrics_max_signatures, "signatures profiled per kernel at most",
-              absl::StrCat(kDefaultMetricsMaxSignatures), absl::StrCat("1..", kMaxMetricsMaxSignatures)),
+              absl::StrCat(limits::kDefaultMetricsMaxSignatures), absl::StrCat("1..", limits::kMaxMetricsMaxSignatures)),
   });
   return flags;
 }

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/kernel_taxonomy.h"
+#include "common/request_limits.h"
 #include "common/status.h"
 #include "common/workload_config.h"
 #include "server/domain/cell_metrics.h"
@@ -23,10 +24,6 @@
 namespace medprof::server {
 namespace {
 
-constexpr int kMaxRunsCompared = 10000;
-constexpr size_t kMaxRunFilter = 1000;
-constexpr int kMaxTopKernels = 50;
-constexpr size_t kMaxMoreStudies = 7;
 
 struct CellKey {
   int study;  // index into the compared studies (0 for one study or a run filter)
@@ -156,9 +153,9 @@ std::string CellSeedKey(const CellKey& key) {
 // with a run filter.
 absl::Status CheckMoreStudies(const CompareRequest& r) {
   if (r.more_study_ids.empty()) return absl::OkStatus();
-  if (r.more_study_ids.size() > kMaxMoreStudies) {
+  if (r.more_study_ids.size() + 1 > static_cast<size_t>(limits::kMaxComparedStudies)) {
     return absl::InvalidArgumentError(absl::StrCat("more_study_ids: ", r.more_study_ids.size(),
-                                                   " studies (allowed at most ", kMaxMoreStudies, ")"));
+                                                   " studies (allowed at most ", limits::kMaxComparedStudies - 1, ")"));
   }
   if (!r.run_ids.empty()) {
     return absl::InvalidArgumentError("more_study_ids: not together with run_ids (compare studies or runs)");
@@ -228,9 +225,9 @@ absl::StatusOr<CompareResult> QueryEngine::Compare(const CallContext&, const Com
 
 absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
   if (r.run_ids.empty() || !r.study_id.empty()) MEDPROF_RETURN_IF_ERROR(RequireId(r.study_id, "study_id"));
-  if (r.run_ids.size() > kMaxRunFilter) {
+  if (r.run_ids.size() > static_cast<size_t>(limits::kMaxRunFilter)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("run_ids: ", r.run_ids.size(), " runs (allowed at most ", kMaxRunFilter, ")"));
+        absl::StrCat("run_ids: ", r.run_ids.size(), " runs (allowed at most ", limits::kMaxRunFilter, ")"));
   }
   for (size_t i = 0; i < r.run_ids.size(); ++i) {
     MEDPROF_RETURN_IF_ERROR(RequireId(r.run_ids[i], absl::StrCat("run_ids[", i, "]").c_str()));
@@ -247,19 +244,20 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
     return absl::InvalidArgumentError(absl::StrCat("phase: ", static_cast<int>(r.phase),
                                                    " is not a phase (allowed: unset|forward|train|sample)"));
   }
-  if (r.top_categories < 0 || r.top_categories > 12) {
+  if (r.top_categories < 0 || r.top_categories > limits::kMaxTopCategories) {
     return absl::InvalidArgumentError(absl::StrCat("top_categories: ", r.top_categories,
-                                                   " is out of range (allowed 1..12; unset = 3)"));
+                                                   " is out of range (allowed 1..", limits::kMaxTopCategories,
+                                                   "; unset = ", limits::kDefaultTopCategories, ")"));
   }
-  if (r.top_kernels < 0 || r.top_kernels > kMaxTopKernels) {
+  if (r.top_kernels < 0 || r.top_kernels > limits::kMaxTopKernels) {
     return absl::InvalidArgumentError(absl::StrCat("top_kernels: ", r.top_kernels, " is out of range (allowed 1..",
-                                                   kMaxTopKernels, "; unset = 5)"));
+                                                   limits::kMaxTopKernels, "; unset = ", limits::kDefaultTopKernels, ")"));
   }
   MEDPROF_RETURN_IF_ERROR(CheckMoreStudies(r));
   std::vector<std::string> studies = {r.study_id};
   studies.insert(studies.end(), r.more_study_ids.begin(), r.more_study_ids.end());
-  const size_t top = r.top_categories == 0 ? 3 : static_cast<size_t>(r.top_categories);
-  const size_t top_kernels = r.top_kernels == 0 ? 5 : static_cast<size_t>(r.top_kernels);
+  const size_t top = r.top_categories == 0 ? limits::kDefaultTopCategories : static_cast<size_t>(r.top_categories);
+  const size_t top_kernels = r.top_kernels == 0 ? limits::kDefaultTopKernels : static_cast<size_t>(r.top_kernels);
 
   std::map<CellKey, CellAcc> cells;
   int runs_compared = 0;
@@ -280,7 +278,7 @@ absl::StatusOr<CompareResult> QueryEngine::DoCompare(const CompareRequest& r) {
         RunFilter f;
         f.study_id = study_id;
         f.state = RunState::kSucceeded;
-        f.limit = kMaxRunsCompared;
+        f.limit = limits::kMaxRunsCompared;
         MEDPROF_ASSIGN_OR_RETURN(std::vector<RunRecord> some, tx.ListRuns(f));
         runs.insert(runs.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
       }
