@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/proto_json.h"
 
 namespace medprof::config {
 namespace {
@@ -190,12 +191,8 @@ Dims VolumeDims(const v1::WorkloadConfig& c) {
 }
 
 std::string PhaseName(v1::Phase phase) {
-  switch (phase) {
-    case v1::PHASE_FORWARD: return "forward";
-    case v1::PHASE_TRAIN: return "train";
-    case v1::PHASE_SAMPLE: return "sample";
-    default: return "unspecified";
-  }
+  const std::string name = EnumSpelling(v1::Phase_descriptor(), phase);
+  return name == "unknown" ? "unspecified" : name;
 }
 
 absl::StatusOr<v1::Phase> ParsePhase(std::string_view text) {

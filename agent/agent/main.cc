@@ -1,7 +1,6 @@
 // medprof-agent: wires the flags, the inventory, the work directory, the uplink and the
 // agent together, and turns SIGTERM/SIGINT into a graceful drain (stop_signals.h: further
 // SIGTERMs are ignored while draining, a SIGINT then exits at once).
-#include <google/protobuf/util/json_util.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -22,6 +21,7 @@
 #include "agent/agent/uplink.h"
 #include "agent/agent/work_dir.h"
 #include "common/logging.h"
+#include "common/proto_json.h"
 #include "common/tls_files.h"
 #include "common/token_text.h"
 
@@ -97,12 +97,9 @@ int main(int argc, char** argv) {
     shown.set_version(AgentVersionLine());
     for (const OfferedDevice& d : inventory.devices) *shown.add_devices() = d.device;
     for (const auto& [k, v] : labels) (*shown.mutable_labels())[k] = v;
-    std::string json;
-    google::protobuf::util::JsonPrintOptions print;
-    print.add_whitespace = true;
-    print.always_print_primitive_fields = true;
-    (void)google::protobuf::util::MessageToJsonString(shown, &json, print);
-    std::printf("%s", json.c_str());
+    absl::StatusOr<std::string> json = medprof::MessageToJson(shown, {.pretty = true, .print_defaults = true});
+    if (!json.ok()) return Fail(json.status(), 2);
+    std::printf("%s", json->c_str());
     if (!inventory.HasGpu()) std::printf("no GPU: %s\n", inventory.no_gpu_reason.c_str());
     return 0;
   }
