@@ -155,14 +155,6 @@ std::string OutputFormatName(OutputFormat format) {
   return "table";
 }
 
-EnvLookup ProcessEnv() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
-}
-
 absl::Status ValidateServerAddress(absl::string_view address, absl::string_view source) {
   const std::string shown(address);
   if (absl::StartsWith(address, "unix:")) {

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/env.h"
 #include "medprof/v1/service.pb.h"
 
 namespace medprof::client {
@@ -179,12 +180,6 @@ struct Command {
   ConnectionOptions connection;
   CommandBody body;
 };
-
-// Looks up an environment variable; nullopt when unset.
-using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
-
-// The process environment (getenv).
-EnvLookup ProcessEnv();
 
 // Parses argv (argv[0] is the program name). INVALID_ARGUMENT = usage error (exit 1).
 absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv,

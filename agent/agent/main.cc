@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent/agent.h"
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 #include "agent/agent/host_facts.h"
 #include "agent/agent/inventory.h"
 #include "agent/agent/nvml_probe.h"
@@ -41,7 +41,7 @@ std::string DefaultWorkerPath() {
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return "medprof-worker";
-  return DirName(std::string(self, static_cast<size_t>(n))) + "/medprof-worker";
+  return medprof::DirName(std::string(self, static_cast<size_t>(n))) + "/medprof-worker";
 }
 
 }  // namespace
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", AgentVersionLine().c_str());
     return 0;
   }
-  const EnvLookup env = ProcessEnv();
+  const medprof::EnvLookup env = medprof::ProcessEnv();
   if (absl::Status s = ValidateOptions(&options, env); !s.ok()) return Fail(s, 1);
   medprof::LogLevel level = medprof::LogLevel::kInfo;
   medprof::logging::ParseLevel(options.log_level, &level);

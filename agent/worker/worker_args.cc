@@ -1,14 +1,10 @@
 #include "agent/worker/worker_args.h"
 
-#include <fcntl.h>
-
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/workload_config.h"
 #include "common/workload_flags.h"
@@ -21,12 +17,12 @@ absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentE
 }  // namespace
 
 absl::StatusOr<v1::WorkloadConfig> ReadJobFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Invalid(absl::StrCat("--job: cannot open ", path, ": ", std::strerror(errno)));
-  std::stringstream bytes;
-  bytes << in.rdbuf();
+  std::string bytes;
+  if (const int err = ReadWholeFile(path, &bytes); err != 0) {
+    return Invalid(absl::StrCat("--job: cannot open ", path, ": ", std::strerror(err)));
+  }
   v1::WorkloadConfig config;
-  if (!config.ParseFromString(bytes.str())) {
+  if (!config.ParseFromString(bytes)) {
     return Invalid(absl::StrCat("--job: ", path, " is not a binary medprof.v1.WorkloadConfig"));
   }
   return config;

@@ -24,7 +24,7 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 
 std::string SubmitHelp() {
-  absl::StatusOr<client::Command> c = client::ParseCommandLine({"medprof", "submit", "--help"}, client::ProcessEnv());
+  absl::StatusOr<client::Command> c = client::ParseCommandLine({"medprof", "submit", "--help"}, ProcessEnv());
   EXPECT_TRUE(c.ok()) << c.status();
   return std::get<client::PrintCommand>(c->body).text;
 }
@@ -87,7 +87,7 @@ TEST(WorkloadFlagsTest, TheSameWordsGiveTheSameConfigOnBoth) {
       "--counter-api", "legacy"};
   std::vector<std::string> submit_argv = {"medprof", "submit", "--presets", "opt1"};
   submit_argv.insert(submit_argv.end(), words.begin(), words.end());
-  absl::StatusOr<client::Command> submit = client::ParseCommandLine(submit_argv, client::ProcessEnv());
+  absl::StatusOr<client::Command> submit = client::ParseCommandLine(submit_argv, ProcessEnv());
   ASSERT_TRUE(submit.ok()) << submit.status();
   std::vector<std::string> worker_argv = {"--preset", "opt1", "--out", "r.pb"};
   worker_argv.insert(worker_argv.end(), words.begin(), words.end());
@@ -128,16 +128,16 @@ TEST(WorkloadFlagsTest, SubmitRunTimeoutAndTopKeepTheirOldSpellings) {
   EXPECT_THAT(help, HasSubstr("--timeout-s is the old spelling"));
   for (const char* spelling : {"--run-timeout-s", "--timeout-s"}) {
     absl::StatusOr<client::Command> c =
-        client::ParseCommandLine({"medprof", "submit", "--presets", "opt1", spelling, "60"}, client::ProcessEnv());
+        client::ParseCommandLine({"medprof", "submit", "--presets", "opt1", spelling, "60"}, ProcessEnv());
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(std::get<client::SubmitCommand>(c->body).request.timeout_s(), 60) << spelling;
   }
   for (const char* spelling : {"--top", "--top-kernels"}) {
     absl::StatusOr<client::Command> c =
-        client::ParseCommandLine({"medprof", "compare", "st-1", spelling, "7"}, client::ProcessEnv());
+        client::ParseCommandLine({"medprof", "compare", "st-1", spelling, "7"}, ProcessEnv());
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(std::get<client::CompareCommand>(c->body).request.top_kernels(), 7) << spelling;
-    c = client::ParseCommandLine({"medprof", "report", "st-1", "-o", "r.html", spelling, "7"}, client::ProcessEnv());
+    c = client::ParseCommandLine({"medprof", "report", "st-1", "-o", "r.html", spelling, "7"}, ProcessEnv());
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(std::get<client::ReportCommand>(c->body).top_kernels, 7) << spelling;
   }
