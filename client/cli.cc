@@ -14,29 +14,18 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/request_limits.h"
 #include "common/status.h"
 #include "common/token_text.h"
 #include "common/version.h"
 #include "common/workload_config.h"
+#include "common/workload_flags.h"
 
 namespace medprof::client {
 namespace {
 
-constexpr int kMaxPresets = 16;
-constexpr int kMaxRepeats = 100;
-constexpr int kMaxAttempts = 10;
-constexpr int kMaxJobTimeoutS = 7 * 24 * 3600;
-constexpr int kMaxNameChars = 200;
-constexpr int kMaxReasonChars = 1000;
-constexpr int kMaxStudiesLimit = 1000;
-constexpr int kMaxRunsLimit = 10000;
-constexpr int kMaxTopCategories = 12;
 constexpr char kCommandList[] =
     "submit|watch|studies|runs|run|agents|cancel|compare|kernels|diff|export|report|import-ncu|upload";
-constexpr int kMaxTopRows = 10000;
-constexpr int kMaxTopKernels = 50;
-constexpr int kMaxRunFilter = 1000;
-constexpr size_t kMaxComparedStudies = 8;  // the first + more_study_ids (CompareRequest)
 
 absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
@@ -50,19 +39,6 @@ absl::StatusOr<int64_t> ParseInt(absl::string_view flag, const std::string& text
     return Usage(absl::StrCat(flag, ": ", v, " is out of range (allowed ", lo, "..", hi, ")"));
   }
   return v;
-}
-
-absl::StatusOr<std::vector<int>> ParseIntList(absl::string_view flag, const std::string& text) {
-  std::vector<int> out;
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    item = absl::StripAsciiWhitespace(item);
-    int v = 0;
-    if (!absl::SimpleAtoi(item, &v)) {
-      return Usage(absl::StrCat(flag, ": '", item, "' is not an integer (expected a comma-separated list of integers, e.g. 1,2,4)"));
-    }
-    out.push_back(v);
-  }
-  return out;
 }
 
 absl::StatusOr<OutputFormat> ParseFormat(const std::string& text,
@@ -90,61 +66,15 @@ absl::Status ToFlagMessage(const absl::Status& s) {
 const std::vector<OutputFormat> kAllFormats = {OutputFormat::kTable, OutputFormat::kJson,
                                                OutputFormat::kCsv};
 
-// Raw strings of the submit flags; converted and checked after CLI11 has parsed.
+// The submit flags: the study's own as raw strings (converted and checked after CLI11 has
+// parsed), the workload's in the shared table of common/workload_flags.h.
 struct SubmitFlags {
   std::vector<std::string> presets;
   std::vector<std::string> targets;
-  std::string name, format = "table";
-  std::string volume, depth, height, width, steps, warmup, phase, repeats, batch;
-  std::string base_channels, channel_mult, res_blocks, attention_ds, in_channels, out_channels;
-  std::string groups, grad_accum, learning_rate, seed, sample_steps, device, cpu_threads;
-  std::string metrics_top_k, metrics_launches, metrics_coverage_pct, metrics_max_signatures, max_attempts, timeout_s;
-  std::optional<bool> tf32, channels_last, bf16, fused;
-  bool metrics = false, wait = false, no_compare = false;
+  std::string name, format = "table", repeats, max_attempts, run_timeout_s;
+  bool wait = false, no_compare = false;
+  config::WorkloadFlags workload;
 };
-
-// The optional int32 workload flags, in one table so conversion is uniform. `allowed` is shown
-// when the text is not an integer; ranges themselves are checked by config::Validate, whose
-// messages carry the full rule (e.g. "a multiple of 16").
-struct IntField {
-  const char* flag;
-  std::string SubmitFlags::*raw;
-  void (v1::WorkloadConfig::*set)(int32_t);
-  std::string allowed;
-};
-const std::vector<IntField>& IntFields() {
-  using config::kMaxVolume;
-  static const std::vector<IntField> fields = {
-      {"--volume", &SubmitFlags::volume, &v1::WorkloadConfig::set_volume, absl::StrCat(config::kMinVolume, "..", kMaxVolume)},
-      {"--depth", &SubmitFlags::depth, &v1::WorkloadConfig::set_depth, absl::StrCat("0 or ", config::kMinVolume, "..", kMaxVolume)},
-      {"--height", &SubmitFlags::height, &v1::WorkloadConfig::set_height, absl::StrCat("0 or ", config::kMinVolume, "..", kMaxVolume)},
-      {"--width", &SubmitFlags::width, &v1::WorkloadConfig::set_width, absl::StrCat("0 or ", config::kMinVolume, "..", kMaxVolume)},
-      {"--steps", &SubmitFlags::steps, &v1::WorkloadConfig::set_steps, absl::StrCat("1..", config::kMaxSteps)},
-      {"--warmup", &SubmitFlags::warmup, &v1::WorkloadConfig::set_warmup, absl::StrCat("0..", config::kMaxWarmup)},
-      {"--batch", &SubmitFlags::batch, &v1::WorkloadConfig::set_batch, absl::StrCat("1..", config::kMaxBatch)},
-      {"--base-channels", &SubmitFlags::base_channels, &v1::WorkloadConfig::set_base_channels, absl::StrCat(config::kMinBaseChannels, "..", config::kMaxBaseChannels)},
-      {"--res-blocks", &SubmitFlags::res_blocks, &v1::WorkloadConfig::set_res_blocks, absl::StrCat("1..", config::kMaxResBlocks)},
-      {"--in-channels", &SubmitFlags::in_channels, &v1::WorkloadConfig::set_in_channels, absl::StrCat("1..", config::kMaxInOutChannels)},
-      {"--out-channels", &SubmitFlags::out_channels, &v1::WorkloadConfig::set_out_channels, absl::StrCat("1..", config::kMaxInOutChannels)},
-      {"--groups", &SubmitFlags::groups, &v1::WorkloadConfig::set_groups, absl::StrCat("1..", config::kMaxGroups)},
-      {"--grad-accum", &SubmitFlags::grad_accum, &v1::WorkloadConfig::set_grad_accum, absl::StrCat("1..", config::kMaxGradAccum)},
-      {"--sample-steps", &SubmitFlags::sample_steps, &v1::WorkloadConfig::set_sample_steps, absl::StrCat("1..", config::kDiffusionSteps)},
-      {"--cpu-threads", &SubmitFlags::cpu_threads, &v1::WorkloadConfig::set_cpu_threads, absl::StrCat("0..", config::kMaxCpuThreads)},
-      {"--metrics-top-k", &SubmitFlags::metrics_top_k, &v1::WorkloadConfig::set_metrics_top_k, absl::StrCat("0..", config::kMaxMetricsTopK)},
-      {"--metrics-launches", &SubmitFlags::metrics_launches, &v1::WorkloadConfig::set_metrics_launches, absl::StrCat("1..", config::kMaxMetricsLaunches)},
-      {"--metrics-coverage-pct", &SubmitFlags::metrics_coverage_pct, &v1::WorkloadConfig::set_metrics_coverage_pct, absl::StrCat(config::kMinMetricsCoveragePct, "..100")},
-      {"--metrics-max-signatures", &SubmitFlags::metrics_max_signatures, &v1::WorkloadConfig::set_metrics_max_signatures, absl::StrCat("1..", config::kMaxMetricsMaxSignatures)},
-  };
-  return fields;
-}
-
-void AddBoolPair(CLI::App* app, const std::string& name, std::optional<bool>* target,
-                 const std::string& help) {
-  CLI::Option* on = app->add_flag_callback("--" + name, [target] { *target = true; }, help);
-  CLI::Option* off = app->add_flag_callback("--no-" + name, [target] { *target = false; },
-                                            "turn " + name + " off (overrides the preset)");
-  on->excludes(off);
-}
 
 absl::StatusOr<SubmitCommand> BuildSubmit(const SubmitFlags& f, CLI::App* sub) {
   SubmitCommand cmd;
@@ -168,82 +98,32 @@ absl::StatusOr<SubmitCommand> BuildSubmit(const SubmitFlags& f, CLI::App* sub) {
     if (!seen.insert(p).second) return Usage(absl::StrCat("--presets: '", p, "' is listed twice"));
     req.add_presets(p);
   }
-  if (req.presets_size() < 1 || req.presets_size() > kMaxPresets) {
-    return Usage(absl::StrCat("--presets: ", req.presets_size(), " presets given (allowed 1..", kMaxPresets, ")"));
+  if (req.presets_size() < 1 || req.presets_size() > limits::kMaxPresets) {
+    return Usage(absl::StrCat("--presets: ", req.presets_size(), " presets given (allowed 1..", limits::kMaxPresets, ")"));
   }
   for (const std::string& t : f.targets) req.add_targets(t);
   if (sub->get_option("--name")->count() > 0) {
-    if (f.name.size() > kMaxNameChars) {
-      return Usage(absl::StrCat("--name: ", f.name.size(), " characters (allowed at most ", kMaxNameChars, ")"));
+    if (f.name.size() > limits::kMaxStudyNameChars) {
+      return Usage(absl::StrCat("--name: ", f.name.size(), " characters (allowed at most ", limits::kMaxStudyNameChars, ")"));
     }
     req.set_name(f.name);
   }
   if (sub->get_option("--repeats")->count() > 0) {
-    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--repeats", f.repeats, 1, kMaxRepeats));
+    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--repeats", f.repeats, 1, limits::kMaxRepeats));
     req.set_repeats(static_cast<int32_t>(v));
   }
   if (sub->get_option("--max-attempts")->count() > 0) {
-    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--max-attempts", f.max_attempts, 1, kMaxAttempts));
+    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--max-attempts", f.max_attempts, 1, limits::kMaxAttempts));
     req.set_max_attempts(static_cast<int32_t>(v));
   }
-  if (sub->get_option("--timeout-s")->count() > 0) {
-    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--timeout-s", f.timeout_s, 1, kMaxJobTimeoutS));
+  if (sub->get_option("--run-timeout-s")->count() > 0) {
+    MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--run-timeout-s", f.run_timeout_s, 1, limits::kMaxRunTimeoutS));
     req.set_timeout_s(static_cast<int32_t>(v));
   }
 
   // The workload configuration: only what was typed.
   v1::WorkloadConfig* c = req.mutable_config();
-  for (const IntField& field : IntFields()) {
-    if (sub->get_option(field.flag)->count() == 0) continue;
-    int32_t v = 0;
-    if (!absl::SimpleAtoi(f.*field.raw, &v)) {
-      return Usage(absl::StrCat(field.flag, ": '", f.*field.raw, "' is not an integer (allowed ", field.allowed, ")"));
-    }
-    (c->*field.set)(v);
-  }
-  if (sub->get_option("--phase")->count() > 0) {
-    auto phase = config::ParsePhase(f.phase);
-    if (!phase.ok()) return ToFlagMessage(phase.status());
-    c->set_phase(*phase);
-  }
-  if (sub->get_option("--channel-mult")->count() > 0) {
-    MEDPROF_ASSIGN_OR_RETURN(std::vector<int> mult, ParseIntList("--channel-mult", f.channel_mult));
-    for (int m : mult) c->add_channel_mult(m);
-  }
-  if (sub->get_option("--attention-ds")->count() > 0) {
-    MEDPROF_ASSIGN_OR_RETURN(std::vector<int> ds, ParseIntList("--attention-ds", f.attention_ds));
-    for (int d : ds) c->add_attention_ds(d);
-  }
-  if (sub->get_option("--learning-rate")->count() > 0) {
-    double lr = 0;
-    if (!absl::SimpleAtod(f.learning_rate, &lr)) {
-      return Usage(absl::StrCat("--learning-rate: '", f.learning_rate, "' is not a number (allowed: greater than 0, at most 1)"));
-    }
-    c->set_learning_rate(lr);
-  }
-  if (sub->get_option("--seed")->count() > 0) {
-    uint64_t seed = 0;
-    if (!absl::SimpleAtoi(f.seed, &seed)) {
-      return Usage(absl::StrCat("--seed: '", f.seed, "' is not a non-negative integer (allowed 0..", std::numeric_limits<uint64_t>::max(), ")"));
-    }
-    c->set_seed(seed);
-  }
-  if (sub->get_option("--device")->count() > 0) {
-    if (f.device == "auto") {
-      c->set_device(v1::DEVICE_KIND_UNSPECIFIED);
-    } else if (f.device == "cpu") {
-      c->set_device(v1::DEVICE_KIND_CPU);
-    } else if (f.device == "cuda") {
-      c->set_device(v1::DEVICE_KIND_CUDA);
-    } else {
-      return Usage(absl::StrCat("--device: '", f.device, "' is not a device (allowed: auto|cpu|cuda)"));
-    }
-  }
-  if (f.tf32) c->set_tf32(*f.tf32);
-  if (f.channels_last) c->set_channels_last(*f.channels_last);
-  if (f.bf16) c->set_bf16(*f.bf16);
-  if (f.fused) c->set_fused(*f.fused);
-  if (f.metrics) c->set_metrics(true);
+  MEDPROF_RETURN_IF_ERROR(f.workload.Apply(c));
 
   // The server's own rules, on a copy with defaults filled, so a refusal names the flag here.
   for (const std::string& p : req.presets()) {
@@ -273,14 +153,6 @@ std::string OutputFormatName(OutputFormat format) {
     case OutputFormat::kCsv: return "csv";
   }
   return "table";
-}
-
-EnvLookup ProcessEnv() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
 }
 
 absl::Status ValidateServerAddress(absl::string_view address, absl::string_view source) {
@@ -333,46 +205,17 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   submit->add_option("--target", sf.targets, "target selector, e.g. gpu=h100 or arch=9.0,site=tacc (repeatable; none = any agent)")
       ->type_name("SELECTOR")
       ->allow_extra_args(false);
-  submit->add_option("--name", sf.name, "study label (at most 200 characters)")->type_name("TEXT");
-  submit->add_option("--volume", sf.volume, "cubic volume edge in voxels (8..512)")->type_name("N");
-  submit->add_option("--depth", sf.depth, "volume depth override")->type_name("N");
-  submit->add_option("--height", sf.height, "volume height override")->type_name("N");
-  submit->add_option("--width", sf.width, "volume width override")->type_name("N");
-  submit->add_option("--steps", sf.steps,
-                     "measured steps per run (1..100000, default 10); compare's interval of a median needs 5 or more")->type_name("N");
-  submit->add_option("--warmup", sf.warmup, "warm-up steps (0..1000)")->type_name("N");
-  submit->add_option("--phase", sf.phase, "train|forward|sample")->type_name("PHASE");
+  submit->add_option("--name", sf.name, absl::StrCat("study label (at most ", limits::kMaxStudyNameChars, " characters)"))->type_name("TEXT");
   submit->add_option("--repeats", sf.repeats,
-                     "jobs per preset and target (1..100, default 1); 3 or more let compare's intervals include "
-                     "run-to-run variation (fewer: a note says the interval misses it)")->type_name("N");
-  submit->add_option("--batch", sf.batch, "batch size (1..64)")->type_name("N");
-  submit->add_option("--base-channels", sf.base_channels, "model base width (4..512)")->type_name("N");
-  submit->add_option("--channel-mult", sf.channel_mult, "width multipliers per level, e.g. 1,2")->type_name("N,N..");
-  submit->add_option("--res-blocks", sf.res_blocks, "ResBlocks per level (1..4)")->type_name("N");
-  submit->add_option("--attention-ds", sf.attention_ds, "downsampling factors with attention, e.g. 8")->type_name("N,N..");
-  submit->add_option("--in-channels", sf.in_channels, "input channels (1..16)")->type_name("N");
-  submit->add_option("--out-channels", sf.out_channels, "output channels (1..16)")->type_name("N");
-  submit->add_option("--groups", sf.groups, "GroupNorm groups (1..64)")->type_name("N");
-  submit->add_option("--grad-accum", sf.grad_accum, "gradient accumulation (1..64)")->type_name("N");
-  submit->add_option("--learning-rate", sf.learning_rate, "Adam learning rate (0, 1]")->type_name("X");
-  submit->add_option("--seed", sf.seed, "seed of the synthetic inputs and weights")->type_name("N");
-  submit->add_option("--sample-steps", sf.sample_steps, "denoising steps for --phase sample (1..250)")->type_name("N");
-  submit->add_option("--device", sf.device, "auto|cpu|cuda")->type_name("DEVICE");
-  submit->add_option("--cpu-threads,--threads", sf.cpu_threads, "CPU threads (0 = LibTorch default; --threads as in medprof-worker)")->type_name("N");
-  submit->add_option("--metrics-top-k", sf.metrics_top_k, "kernels profiled by the metrics layer (0..200)")->type_name("N");
-  submit->add_option("--metrics-launches", sf.metrics_launches,
-                     "steps in which each such kernel's launch is profiled, median stored (1..9, default 3)")->type_name("N");
-  submit->add_option("--metrics-coverage-pct", sf.metrics_coverage_pct,
-                     "share of each kernel's time whose launch signatures are profiled (50..100, default 98)")->type_name("PCT");
-  submit->add_option("--metrics-max-signatures", sf.metrics_max_signatures,
-                     "signatures profiled per kernel at most (1..64, default 32)")->type_name("N");
-  submit->add_option("--max-attempts", sf.max_attempts, "attempts per job (1..10)")->type_name("N");
-  submit->add_option("--timeout-s", sf.timeout_s, "per-run wall-clock limit in seconds")->type_name("N");
-  AddBoolPair(submit, "tf32", &sf.tf32, "TF32 Tensor Cores on (overrides the preset)");
-  AddBoolPair(submit, "channels-last", &sf.channels_last, "NDHWC layout on (overrides the preset)");
-  AddBoolPair(submit, "bf16", &sf.bf16, "bf16 autocast on (overrides the preset)");
-  AddBoolPair(submit, "fused", &sf.fused, "fused GroupNorm+SiLU kernels on (overrides the preset)");
-  submit->add_flag("--metrics", sf.metrics, "run the range-profiler metrics layer");
+                     absl::StrCat("jobs per preset and target (1..", limits::kMaxRepeats, ", default 1); 3 or more let compare's intervals include "
+                     "run-to-run variation (fewer: a note says the interval misses it)"))->type_name("N");
+  sf.workload.Register(submit);
+  submit->add_option("--max-attempts", sf.max_attempts, absl::StrCat("attempts per job (1..", limits::kMaxAttempts, ")"))->type_name("N");
+  submit->add_option("--run-timeout-s,--timeout-s", sf.run_timeout_s,
+                     absl::StrCat("per-run wall-clock limit in seconds (1..", limits::kMaxRunTimeoutS,
+                                  "); --timeout-s is the old spelling, accepted for one release (before the "
+                                  "command, --timeout-s is the deadline of each call)"))
+      ->type_name("N");
   submit->add_flag("--wait", sf.wait,
                    "follow the study until it ends, then print the comparison (table format); exit 3 if a job failed");
   submit->add_flag("--no-compare", sf.no_compare, "with --wait: end with the study's jobs only, no comparison");
@@ -387,7 +230,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   // studies
   std::string studies_limit, studies_format = "table";
   CLI::App* studies = app.add_subcommand("studies", "list studies, newest first");
-  studies->add_option("--limit", studies_limit, "at most this many (1..1000, default 50)")->type_name("N");
+  studies->add_option("--limit", studies_limit, absl::StrCat("at most this many (1..", limits::kMaxStudiesLimit, ", default 50)"))->type_name("N");
   AddFormat(studies, &studies_format, "table|json|csv");
 
   // runs
@@ -395,7 +238,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   CLI::App* runs = app.add_subcommand("runs", "list runs");
   runs->add_option("--study", runs_study, "only runs of this study")->type_name("STUDY");
   runs->add_option("--job", runs_job, "only runs of this job")->type_name("JOB");
-  runs->add_option("--limit", runs_limit, "at most this many (1..10000, default 100)")->type_name("N");
+  runs->add_option("--limit", runs_limit, absl::StrCat("at most this many (1..", limits::kMaxRunsLimit, ", default 100)"))->type_name("N");
   AddFormat(runs, &runs_format, "table|json|csv");
 
   // run
@@ -421,18 +264,21 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   CLI::App* compare = app.add_subcommand("compare", "step time and kernel mix per GPU x preset, speedup vs a baseline preset");
   std::string cmp_runs, cmp_baseline_gpu, cmp_top_kernels;
   compare->add_option("STUDY", cmp_studies,
-                      "study id (or --runs, or both); several studies (at most 8): each preset's cells side by side, "
-                      "with a speedup vs the first study");
-  compare->add_option("--runs", cmp_runs, "compare exactly these succeeded runs (comma-separated, at most 1000)")
+                      absl::StrCat("study id (or --runs, or both); several studies (at most ", limits::kMaxComparedStudies,
+                                   "): each preset's cells side by side, with a speedup vs the first study"));
+  compare->add_option("--runs", cmp_runs, absl::StrCat("compare exactly these succeeded runs (comma-separated, at most ", limits::kMaxRunFilter, ")"))
       ->type_name("RUN,RUN..");
   compare->add_option("--baseline-gpu", cmp_baseline_gpu,
                       "cross-GPU speedup at each preset vs this GPU (full name or a unique part, e.g. a100)")
       ->type_name("GPU");
-  compare->add_option("--top-kernels", cmp_top_kernels, "kernels listed per cell by priority (1..50, default 5)")
+  compare->add_option("--top,--top-kernels", cmp_top_kernels,
+                      absl::StrCat("kernels listed per cell by priority (1..", limits::kMaxTopKernels, ", default ",
+                                   limits::kDefaultTopKernels, "); --top-kernels is the old spelling, accepted for one release"))
       ->type_name("N");
   compare->add_option("--baseline", cmp_baseline, "baseline preset (default baseline)")->type_name("PRESET");
   compare->add_option("--phase", cmp_phase, "train|forward|sample (default: every phase present)")->type_name("PHASE");
-  compare->add_option("--top-categories", cmp_top, "kernel categories listed per cell (1..12, default 3)")->type_name("N");
+  compare->add_option("--top-categories", cmp_top, absl::StrCat("kernel categories listed per cell (1..", limits::kMaxTopCategories, ", default ",
+                                   limits::kDefaultTopCategories, ")"))->type_name("N");
   AddFormat(compare, &cmp_format, "table|json|csv");
 
   // upload
@@ -453,9 +299,9 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   import_ncu->add_option("--gpu", imp_gpu, "GPU name the run is compared under, e.g. \"NVIDIA H200\"")->type_name("NAME")->required();
   import_ncu->add_option("--preset", imp_preset, "preset the profiled program ran: " + config::PresetList())->type_name("PRESET")->required();
   import_ncu->add_option("--phase", imp_phase, "forward|train|sample (default train)")->type_name("PHASE");
-  import_ncu->add_option("--steps", imp_steps, "measured steps the export covers (1..100000, default 1)")->type_name("N");
+  import_ncu->add_option("--steps", imp_steps, absl::StrCat("measured steps the export covers (1..", limits::kMaxSteps, ", default 1)"))->type_name("N");
   import_ncu->add_option("--study", imp_study, "add the run to this study (default: a new study)")->type_name("STUDY");
-  import_ncu->add_option("--name", imp_name, "name of the new study (at most 200 characters)")->type_name("TEXT");
+  import_ncu->add_option("--name", imp_name, absl::StrCat("name of the new study (at most ", limits::kMaxStudyNameChars, " characters)"))->type_name("TEXT");
   AddFormat(import_ncu, &imp_format, "table|json");
 
   // report
@@ -466,7 +312,9 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   report->add_option("--baseline", rep_baseline, "baseline preset (default baseline)")->type_name("PRESET");
   report->add_option("--baseline-gpu", rep_baseline_gpu, "add a cross-GPU speedup chart against this GPU (name or unique substring)")->type_name("GPU");
   report->add_option("--phase", rep_phase, "train|forward|sample (default: every phase present)")->type_name("PHASE");
-  report->add_option("--top-kernels", rep_top, "kernels per cell in the priority table (1..50, default 10)")->type_name("N");
+  report->add_option("--top,--top-kernels", rep_top,
+                     absl::StrCat("kernels per cell in the priority table (1..", limits::kMaxTopKernels,
+                                  ", default 10); --top-kernels is the old spelling, accepted for one release"))->type_name("N");
 
   // kernels RUN | kernels classify
   std::vector<std::string> classify_names;
@@ -475,7 +323,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       "kernels", "a run's kernels by total GPU time (kernels RUN), or the offline taxonomy tool (kernels classify)");
   kernels->require_subcommand(0, 1);
   kernels->add_option("RUN", kernels_run, "run id");
-  kernels->add_option("--top", kernels_top, "only the N largest (1..10000; default all)")->type_name("N");
+  kernels->add_option("--top", kernels_top, absl::StrCat("only the N largest (1..", limits::kMaxTopRows, "; default all)"))->type_name("N");
   bool kernels_signatures = false, kernels_all = false;
   kernels->add_flag("--all", kernels_all, "table: also the rows under 0.5 % of the time (JSON and CSV hold every row)");
   kernels->add_flag("--signatures", kernels_signatures,
@@ -492,7 +340,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   CLI::App* diff = app.add_subcommand("diff", "kernel time of two runs side by side, aligned by op and category");
   diff->add_option("RUN_A", diff_a, "run id (A)")->required();
   diff->add_option("RUN_B", diff_b, "run id (B)")->required();
-  diff->add_option("--top", diff_top, "only the N rows that changed most (1..10000; default all)")->type_name("N");
+  diff->add_option("--top", diff_top, absl::StrCat("only the N rows that changed most (1..", limits::kMaxTopRows, "; default all)"))->type_name("N");
   AddFormat(diff, &diff_format, "table|json|csv");
 
   // export
@@ -574,7 +422,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     StudiesCommand cmd;
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(studies_format, kAllFormats, "studies"));
     if (studies->get_option("--limit")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--limit", studies_limit, 1, kMaxStudiesLimit));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--limit", studies_limit, 1, limits::kMaxStudiesLimit));
       cmd.request.set_limit(static_cast<int32_t>(v));
     }
     out.body = std::move(cmd);
@@ -584,7 +432,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     cmd.request.set_study_id(runs_study);
     cmd.request.set_job_id(runs_job);
     if (runs->get_option("--limit")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--limit", runs_limit, 1, kMaxRunsLimit));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--limit", runs_limit, 1, limits::kMaxRunsLimit));
       cmd.request.set_limit(static_cast<int32_t>(v));
     }
     out.body = std::move(cmd);
@@ -600,8 +448,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   } else if (cancel->parsed()) {
     CancelCommand cmd;
     cmd.request.set_study_id(cancel_study);
-    if (cancel_reason.size() > kMaxReasonChars) {
-      return Usage(absl::StrCat("--reason: ", cancel_reason.size(), " characters (allowed at most ", kMaxReasonChars, ")"));
+    if (cancel_reason.size() > limits::kMaxCancelReasonChars) {
+      return Usage(absl::StrCat("--reason: ", cancel_reason.size(), " characters (allowed at most ", limits::kMaxCancelReasonChars, ")"));
     }
     cmd.request.set_reason(cancel_reason);
     out.body = std::move(cmd);
@@ -610,8 +458,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(cmp_format, kAllFormats, "compare"));
     const std::string cmp_study = cmp_studies.empty() ? std::string() : cmp_studies[0];
     cmd.request.set_study_id(cmp_study);
-    if (cmp_studies.size() > kMaxComparedStudies) {
-      return Usage(absl::StrCat("compare: ", cmp_studies.size(), " studies (allowed at most ", kMaxComparedStudies, ")"));
+    if (cmp_studies.size() > static_cast<size_t>(limits::kMaxComparedStudies)) {
+      return Usage(absl::StrCat("compare: ", cmp_studies.size(), " studies (allowed at most ", limits::kMaxComparedStudies, ")"));
     }
     for (size_t i = 1; i < cmp_studies.size(); ++i) cmd.request.add_more_study_ids(cmp_studies[i]);
     if (cmp_studies.size() > 1 && compare->get_option("--runs")->count() > 0) {
@@ -623,8 +471,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
         if (run.empty()) return Usage("--runs: an empty run id (expected RUN,RUN..)");
         cmd.request.add_run_ids(run);
       }
-      if (cmd.request.run_ids_size() > kMaxRunFilter) {
-        return Usage(absl::StrCat("--runs: ", cmd.request.run_ids_size(), " runs (allowed at most ", kMaxRunFilter, ")"));
+      if (cmd.request.run_ids_size() > limits::kMaxRunFilter) {
+        return Usage(absl::StrCat("--runs: ", cmd.request.run_ids_size(), " runs (allowed at most ", limits::kMaxRunFilter, ")"));
       }
     }
     if (cmp_study.empty() && cmd.request.run_ids_size() == 0) {
@@ -634,8 +482,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       if (cmp_baseline_gpu.empty()) return Usage("--baseline-gpu: must not be empty");
       cmd.request.set_baseline_gpu(cmp_baseline_gpu);
     }
-    if (compare->get_option("--top-kernels")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top-kernels", cmp_top_kernels, 1, kMaxTopKernels));
+    if (compare->get_option("--top")->count() > 0) {
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", cmp_top_kernels, 1, limits::kMaxTopKernels));
       cmd.request.set_top_kernels(static_cast<int32_t>(v));
     }
     if (compare->get_option("--baseline")->count() > 0) {
@@ -650,7 +498,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       cmd.request.set_phase(*phase);
     }
     if (compare->get_option("--top-categories")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top-categories", cmp_top, 1, kMaxTopCategories));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top-categories", cmp_top, 1, limits::kMaxTopCategories));
       cmd.request.set_top_categories(static_cast<int32_t>(v));
     }
     out.body = std::move(cmd);
@@ -664,7 +512,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     cmd.all = kernels_all;
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(kernels_format, kAllFormats, "kernels"));
     if (kernels->get_option("--top")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", kernels_top, 1, kMaxTopRows));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", kernels_top, 1, limits::kMaxTopRows));
       cmd.request.set_top(static_cast<int32_t>(v));
     }
     out.body = std::move(cmd);
@@ -675,7 +523,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     cmd.request.set_run_b(diff_b);
     MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(diff_format, kAllFormats, "diff"));
     if (diff->get_option("--top")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", diff_top, 1, kMaxTopRows));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", diff_top, 1, limits::kMaxTopRows));
       cmd.request.set_top(static_cast<int32_t>(v));
     }
     out.body = std::move(cmd);
@@ -709,7 +557,9 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
     if (imp_file.empty()) return Usage("import-ncu: FILE must not be empty");
     cmd.file = imp_file;
     const std::string gpu(absl::StripAsciiWhitespace(imp_gpu));
-    if (gpu.empty() || gpu.size() > 128) return Usage("--gpu: 1..128 characters (e.g. \"NVIDIA H200\")");
+    if (gpu.empty() || gpu.size() > limits::kMaxGpuNameChars) {
+      return Usage(absl::StrCat("--gpu: 1..", limits::kMaxGpuNameChars, " characters (e.g. \"NVIDIA H200\")"));
+    }
     cmd.gpu = gpu;
     if (!config::PresetFor(imp_preset).ok()) {
       return Usage(absl::StrCat("--preset: unknown preset '", imp_preset, "' (allowed: ", config::PresetList(), ")"));
@@ -721,14 +571,14 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       cmd.phase = *phase;
     }
     if (import_ncu->get_option("--steps")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--steps", imp_steps, 1, 100000));
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--steps", imp_steps, 1, limits::kMaxSteps));
       cmd.steps = static_cast<int>(v);
     }
     if (!imp_study.empty() && !imp_name.empty()) {
       return Usage("--name: names a new study; it cannot be combined with --study");
     }
-    if (imp_name.size() > kMaxNameChars) {
-      return Usage(absl::StrCat("--name: ", imp_name.size(), " characters (allowed at most ", kMaxNameChars, ")"));
+    if (imp_name.size() > limits::kMaxStudyNameChars) {
+      return Usage(absl::StrCat("--name: ", imp_name.size(), " characters (allowed at most ", limits::kMaxStudyNameChars, ")"));
     }
     cmd.study_id = imp_study;
     cmd.study_name = imp_name;
@@ -754,8 +604,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
       if (!phase.ok()) return ToFlagMessage(phase.status());
       cmd.phase = *phase;
     }
-    if (report->get_option("--top-kernels")->count() > 0) {
-      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top-kernels", rep_top, 1, 50));
+    if (report->get_option("--top")->count() > 0) {
+      MEDPROF_ASSIGN_OR_RETURN(int64_t v, ParseInt("--top", rep_top, 1, limits::kMaxTopKernels));
       cmd.top_kernels = static_cast<int>(v);
     }
     out.body = std::move(cmd);

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/env.h"
 #include "medprof/v1/service.pb.h"
 
 namespace medprof::client {
@@ -101,13 +102,13 @@ struct CancelCommand {
 };
 
 // `medprof compare [STUDY] [--runs R,R..] [--baseline P] [--baseline-gpu G] [--phase P]
-// [--top-categories N] [--top-kernels N]`: STUDY or --runs (or both) required.
+// [--top-categories N] [--top N]`: STUDY or --runs (or both) required.
 struct CompareCommand {
   v1::CompareRequest request;
   OutputFormat format = OutputFormat::kTable;
 };
 
-// `medprof report STUDY -o FILE [--baseline P] [--baseline-gpu G] [--phase P] [--top-kernels N]`: the study's
+// `medprof report STUDY -o FILE [--baseline P] [--baseline-gpu G] [--phase P] [--top N]`: the study's
 // self-contained HTML report (client/report/report.h). FILE "-" = stdout.
 struct ReportCommand {
   std::string study_id;
@@ -179,12 +180,6 @@ struct Command {
   ConnectionOptions connection;
   CommandBody body;
 };
-
-// Looks up an environment variable; nullopt when unset.
-using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
-
-// The process environment (getenv).
-EnvLookup ProcessEnv();
 
 // Parses argv (argv[0] is the program name). INVALID_ARGUMENT = usage error (exit 1).
 absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv,

@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/grpc_status.h"
 
 namespace medprof::client {
 namespace {
@@ -53,7 +54,7 @@ bool UsesTls(const ConnectionOptions& options) {
 absl::Status FromGrpcStatus(const grpc::Status& status, absl::string_view server,
                             absl::string_view call, int timeout_s) {
   if (status.ok()) return absl::OkStatus();
-  const auto code = static_cast<absl::StatusCode>(status.error_code());
+  const absl::StatusCode code = ::medprof::FromGrpcStatus(status).code();
   const std::string code_name = absl::StatusCodeToString(code);
   std::string detail = status.error_message();
   if (detail.empty()) detail = "(no message)";

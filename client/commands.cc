@@ -20,6 +20,7 @@
 #include "client/import_ncu.h"
 #include "client/query_format.h"
 #include "client/report/report.h"
+#include "common/file_util.h"
 #include "common/kernel_taxonomy.h"
 #include "common/ncu_csv.h"
 #include "common/result_stream.h"
@@ -128,8 +129,8 @@ int DoSubmit(const SubmitCommand& cmd, MedprofClient& client, const CliIo& io, c
                     cmd.compare);
 }
 
-// Writes the HTML report to the file (through a temporary beside it, renamed when complete, so
-// a failed run never leaves half a report) or to stdout for "-".
+// Writes the HTML report to the file (common/file_util.h's durable write: a temporary beside it,
+// renamed when complete, so a failed run never leaves half a report) or to stdout for "-".
 int DoReport(const ReportCommand& c, MedprofClient& client, const CliIo& io) {
   report::ReportOptions options;
   options.baseline_preset = c.baseline_preset;
@@ -145,21 +146,8 @@ int DoReport(const ReportCommand& c, MedprofClient& client, const CliIo& io) {
     *io.out << html;
     return kExitOk;
   }
-  const std::string tmp = c.output + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << html;
-    f.close();
-    if (!f) {
-      *io.err << "medprof: --output: cannot write '" << tmp << "': " << std::strerror(errno) << "\n";
-      std::remove(tmp.c_str());
-      return kExitUsage;
-    }
-  }
-  if (std::rename(tmp.c_str(), c.output.c_str()) != 0) {
-    *io.err << "medprof: --output: cannot rename '" << tmp << "' to '" << c.output << "': " << std::strerror(errno)
-            << "\n";
-    std::remove(tmp.c_str());
+  if (absl::Status w = WriteFileDurably(c.output, html, 0644); !w.ok()) {
+    *io.err << "medprof: --output: " << w.message() << "\n";
     return kExitUsage;
   }
   *io.out << "report " << c.output << ": " << input->compare.cells_size() << " cells, " << input->runs.size()
@@ -184,21 +172,8 @@ int DoExport(const ExportCommand& c, MedprofClient& client, const CliIo& io) {
     *io.out << text;
     return kExitOk;
   }
-  const std::string tmp = c.output + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) {
-      *io.err << "medprof: --output: cannot write '" << tmp << "': " << std::strerror(errno) << "\n";
-      std::remove(tmp.c_str());
-      return kExitUsage;
-    }
-  }
-  if (std::rename(tmp.c_str(), c.output.c_str()) != 0) {
-    *io.err << "medprof: --output: cannot rename '" << tmp << "' to '" << c.output << "': " << std::strerror(errno)
-            << "\n";
-    std::remove(tmp.c_str());
+  if (absl::Status w = WriteFileDurably(c.output, text, 0644); !w.ok()) {
+    *io.err << "medprof: --output: " << w.message() << "\n";
     return kExitUsage;
   }
   *io.err << "medprof: wrote " << c.output << " (" << text.size() << " bytes)\n";

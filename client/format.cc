@@ -5,7 +5,6 @@
 #include <utility>
 #include <vector>
 
-#include <google/protobuf/util/json_util.h>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "client/text_table.h"
+#include "common/proto_json.h"
 #include "common/workload_config.h"
 
 namespace medprof::client {
@@ -131,37 +131,10 @@ std::string LabelsText(const v1::Agent& a, const char* sep) {
 
 }  // namespace
 
-std::string JobStateName(v1::JobState state) {
-  switch (state) {
-    case v1::JOB_QUEUED: return "queued";
-    case v1::JOB_RUNNING: return "running";
-    case v1::JOB_SUCCEEDED: return "succeeded";
-    case v1::JOB_FAILED: return "failed";
-    case v1::JOB_CANCELLED: return "cancelled";
-    default: return "unknown";
-  }
-}
-
-std::string RunStateName(v1::RunState state) {
-  switch (state) {
-    case v1::RUN_RUNNING: return "running";
-    case v1::RUN_SUCCEEDED: return "succeeded";
-    case v1::RUN_FAILED: return "failed";
-    case v1::RUN_INTERRUPTED: return "interrupted";
-    case v1::RUN_LOST: return "lost";
-    case v1::RUN_CANCELLED: return "cancelled";
-    default: return "unknown";
-  }
-}
-
-std::string StudyStateName(v1::StudyState state) {
-  switch (state) {
-    case v1::STUDY_ACTIVE: return "active";
-    case v1::STUDY_DONE: return "done";
-    case v1::STUDY_CANCELLED: return "cancelled";
-    default: return "unknown";
-  }
-}
+// The table's words are common/proto_json.h's EnumSpelling, as in every JSON document.
+std::string JobStateName(v1::JobState state) { return EnumSpelling(v1::JobState_descriptor(), state); }
+std::string RunStateName(v1::RunState state) { return EnumSpelling(v1::RunState_descriptor(), state); }
+std::string StudyStateName(v1::StudyState state) { return EnumSpelling(v1::StudyState_descriptor(), state); }
 
 std::string FormatUnixMs(int64_t unix_ms) {
   if (unix_ms <= 0) return "-";
@@ -322,13 +295,7 @@ std::string FormatRuns(const v1::ListRunsResponse& r, OutputFormat format) {
 
 std::string FormatRun(const v1::Run& run, OutputFormat format) {
   if (format == OutputFormat::kJson) {
-    google::protobuf::util::JsonPrintOptions opts;
-    opts.add_whitespace = true;
-    opts.preserve_proto_field_names = true;
-    std::string json;
-    if (!google::protobuf::util::MessageToJsonString(run, &json, opts).ok()) return "{}\n";
-    if (json.empty() || json.back() != '\n') json += "\n";
-    return json;
+    return MessageToJson(run).value_or("{}\n");
   }
   std::string out = KeyValues(
       {

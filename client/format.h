@@ -39,7 +39,8 @@ std::string FormatStudy(const v1::Study& study, OutputFormat format,
 std::string FormatStudies(const v1::ListStudiesResponse& response, OutputFormat format);
 std::string FormatRuns(const v1::ListRunsResponse& response, OutputFormat format);
 // `run RUN_ID`: table = a human report (run, environment, summary, step times, top ops and
-// kernels); json = the Run message in the protobuf JSON mapping (snake_case field names).
+// kernels); json = the Run message as common/proto_json.h prints it (proto field names,
+// enum values as the tables spell them: "succeeded", "train").
 std::string FormatRun(const v1::Run& run, OutputFormat format);
 std::string FormatAgents(const v1::ListAgentsResponse& response, OutputFormat format,
                          int64_t now_unix_ms);

@@ -23,5 +23,5 @@ int main(int argc, char** argv) {
     io.width = (known && ws.ws_col > 20) ? ws.ws_col - 1 : 99;
     io.height = (known && ws.ws_row > 4) ? ws.ws_row : 24;
   }
-  return medprof::client::RunCli(args, medprof::client::ProcessEnv(), io);
+  return medprof::client::RunCli(args, medprof::ProcessEnv(), io);
 }

@@ -38,7 +38,7 @@ std::string FormatDiff(const v1::DiffRunsResponse& response, OutputFormat format
 std::string FormatChromeTrace(const v1::GetTimelineResponse& response);
 
 // `export RUN --format json|csv`: json = the run with its steps, ops, kernels and metrics (the
-// protobuf JSON mapping, as `run --format json`); csv = one long table
+// JSON face of common/proto_json.h, as `run --format json`); csv = one long table
 // "table,name,scope,op,phase,category,step,count,total_ns,self_ns,value,unit" with a row per step,
 // op, kernel and metric value.
 std::string FormatRunExport(const v1::Run& run, OutputFormat format);

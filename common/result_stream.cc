@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 #include "google/protobuf/io/coded_stream.h"
 
 namespace medprof {
@@ -14,19 +15,6 @@ namespace {
 
 absl::Status Errno(absl::string_view what) {
   return absl::InternalError(absl::StrCat(what, ": ", std::strerror(errno)));
-}
-
-bool WriteAll(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, data, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
 }
 
 }  // namespace
@@ -61,7 +49,9 @@ absl::Status ResultWriter::Write(const v1::WorkerMessage& message) {
                                                      " bytes exceeds the limit of ", kMaxWorkerMessageBytes));
   }
   const std::string rec = EncodeDelimited(message);
-  if (!WriteAll(fd_, rec.data(), rec.size())) return Errno("writing result record");
+  if (const int err = WriteAll(fd_, rec); err != 0) {
+    return absl::InternalError(absl::StrCat("writing result record: ", std::strerror(err)));
+  }
   ++written_;
   return absl::OkStatus();
 }

@@ -8,12 +8,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 
 namespace medprof::tls {
 namespace {
@@ -99,11 +98,9 @@ absl::Status CheckChain(const std::vector<X509Ptr>& chain, const PemFile& cert, 
 
 absl::StatusOr<PemFile> ReadPemFile(const std::string& flag, const std::string& path) {
   PemFile f{flag, path, ""};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Bad(f, absl::StrCat("cannot open (", std::strerror(errno), ")"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  f.pem = text.str();
+  if (const int err = ReadWholeFile(path, &f.pem); err != 0) {
+    return Bad(f, absl::StrCat("cannot open (", std::strerror(err), ")"));
+  }
   if (f.pem.find("-----BEGIN") == std::string::npos) return Bad(f, "not a PEM file (no -----BEGIN line)");
   return f;
 }

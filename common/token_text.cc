@@ -4,12 +4,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/file_util.h"
 
 namespace medprof::token {
 namespace {
@@ -48,11 +47,11 @@ absl::Status CheckShape(std::string_view token, std::string_view source) {
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, std::string_view source) {
   const std::string where = absl::StrCat(A(source), " ", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(where, ": cannot read (", std::strerror(errno), ")"));
-  std::string first_line;
-  std::getline(in, first_line);
-  const std::string token(absl::StripAsciiWhitespace(first_line));
+  std::string text;
+  if (const int err = ReadWholeFile(path, &text); err != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": cannot read (", std::strerror(err), ")"));
+  }
+  const std::string token(absl::StripAsciiWhitespace(text.substr(0, text.find('\n'))));
   if (token.empty()) return absl::InvalidArgumentError(absl::StrCat(where, ": holds no token on its first line"));
   if (absl::Status s = CheckShape(token, where); !s.ok()) return s;
   return token;

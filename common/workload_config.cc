@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/proto_json.h"
 
 namespace medprof::config {
 namespace {
@@ -21,9 +22,9 @@ absl::Status CheckRange(absl::string_view field, int64_t v, int64_t lo, int64_t 
 }
 
 absl::Status CheckEdge(absl::string_view field, int v, int multiple) {
-  if (v < kMinVolume || v > kMaxVolume || v % multiple != 0) {
+  if (v < limits::kMinVolume || v > limits::kMaxVolume || v % multiple != 0) {
     return OutOfRange(field, v,
-                      absl::StrCat(kMinVolume, "..", kMaxVolume, ", a multiple of ", multiple,
+                      absl::StrCat(limits::kMinVolume, "..", limits::kMaxVolume, ", a multiple of ", multiple,
                                    " for a model with this many levels"));
   }
   return absl::OkStatus();
@@ -57,11 +58,11 @@ absl::StatusOr<PresetFlags> PresetFor(std::string_view name) {
 
 void ApplyDefaults(v1::WorkloadConfig* c) {
   if (c->phase() == v1::PHASE_UNSPECIFIED) c->set_phase(v1::PHASE_TRAIN);
-  if (!c->has_volume()) c->set_volume(kDefaultVolume);
-  if (!c->has_steps()) c->set_steps(kDefaultSteps);
-  if (!c->has_warmup()) c->set_warmup(kDefaultWarmup);
+  if (!c->has_volume()) c->set_volume(limits::kDefaultVolume);
+  if (!c->has_steps()) c->set_steps(limits::kDefaultSteps);
+  if (!c->has_warmup()) c->set_warmup(limits::kDefaultWarmup);
   if (!c->has_batch()) c->set_batch(1);
-  if (!c->has_base_channels()) c->set_base_channels(kDefaultBaseChannels);
+  if (!c->has_base_channels()) c->set_base_channels(limits::kDefaultBaseChannels);
   if (c->channel_mult_size() == 0) {
     for (int m : {1, 1, 2, 3, 4}) c->add_channel_mult(m);
   }
@@ -71,9 +72,9 @@ void ApplyDefaults(v1::WorkloadConfig* c) {
     // i.e. at downsampling factor input_size / 16 (input_size = the volume's height). When that
     // factor is no level of the model (BraTS: 192 / 16 = 12), only the middle block attends,
     // written as [0].
-    // The level count is not validated yet (Validate refuses more than kMaxLevels); clamp it so
+    // The level count is not validated yet (Validate refuses more than limits::kMaxLevels); clamp it so
     // the shift stays defined for any request.
-    const int levels = std::clamp(c->channel_mult_size(), 1, kMaxLevels);
+    const int levels = std::clamp(c->channel_mult_size(), 1, limits::kMaxLevels);
     const int deepest = 1 << (levels - 1);
     const int image = VolumeDims(*c).h;
     const int ds = image / 16;
@@ -82,17 +83,17 @@ void ApplyDefaults(v1::WorkloadConfig* c) {
   }
   if (!c->has_in_channels()) c->set_in_channels(3);
   if (!c->has_out_channels()) c->set_out_channels(1);
-  if (!c->has_groups()) c->set_groups(std::min(kDefaultGroups, std::max(1, c->base_channels())));
-  if (!c->has_grad_accum()) c->set_grad_accum(kDefaultGradAccum);
-  if (!c->has_learning_rate()) c->set_learning_rate(kDefaultLearningRate);
+  if (!c->has_groups()) c->set_groups(std::min(limits::kDefaultGroups, std::max(1, c->base_channels())));
+  if (!c->has_grad_accum()) c->set_grad_accum(limits::kDefaultGradAccum);
+  if (!c->has_learning_rate()) c->set_learning_rate(limits::kDefaultLearningRate);
   if (!c->has_seed()) c->set_seed(0);
-  if (!c->has_sample_steps()) c->set_sample_steps(kDiffusionSteps);
+  if (!c->has_sample_steps()) c->set_sample_steps(limits::kDiffusionSteps);
   if (!c->has_cpu_threads()) c->set_cpu_threads(0);
-  if (!c->has_metrics_top_k()) c->set_metrics_top_k(kDefaultMetricsTopK);
-  if (!c->has_metrics_launches()) c->set_metrics_launches(kDefaultMetricsLaunches);
-  if (!c->has_metrics_coverage_pct()) c->set_metrics_coverage_pct(kDefaultMetricsCoveragePct);
-  if (!c->has_metrics_max_signatures()) c->set_metrics_max_signatures(kDefaultMetricsMaxSignatures);
-  if (!c->has_overhead_pairs()) c->set_overhead_pairs(kDefaultOverheadPairs);
+  if (!c->has_metrics_top_k()) c->set_metrics_top_k(limits::kDefaultMetricsTopK);
+  if (!c->has_metrics_launches()) c->set_metrics_launches(limits::kDefaultMetricsLaunches);
+  if (!c->has_metrics_coverage_pct()) c->set_metrics_coverage_pct(limits::kDefaultMetricsCoveragePct);
+  if (!c->has_metrics_max_signatures()) c->set_metrics_max_signatures(limits::kDefaultMetricsMaxSignatures);
+  if (!c->has_overhead_pairs()) c->set_overhead_pairs(limits::kDefaultOverheadPairs);
   if (!c->has_sampling()) c->set_sampling(true);
   if (!c->has_trace()) c->set_trace(true);
   if (!c->has_counter_api()) c->set_counter_api("auto");
@@ -107,11 +108,11 @@ absl::Status Validate(const v1::WorkloadConfig& c) {
     return absl::InvalidArgumentError(
         absl::StrCat("phase: ", static_cast<int>(c.phase()), " is not a phase (allowed: forward|train|sample)"));
   }
-  if (c.channel_mult_size() < 1 || c.channel_mult_size() > kMaxLevels) {
-    return OutOfRange("channel_mult (number of levels)", c.channel_mult_size(), absl::StrCat("1..", kMaxLevels));
+  if (c.channel_mult_size() < 1 || c.channel_mult_size() > limits::kMaxLevels) {
+    return OutOfRange("channel_mult (number of levels)", c.channel_mult_size(), absl::StrCat("1..", limits::kMaxLevels));
   }
   for (int m : c.channel_mult()) {
-    if (m < 1 || m > kMaxMult) return OutOfRange("channel_mult", m, absl::StrCat("1..", kMaxMult, " per level"));
+    if (m < 1 || m > limits::kMaxMult) return OutOfRange("channel_mult", m, absl::StrCat("1..", limits::kMaxMult, " per level"));
   }
   const int levels = c.channel_mult_size();
   const int multiple = 1 << (levels - 1);
@@ -119,14 +120,14 @@ absl::Status Validate(const v1::WorkloadConfig& c) {
   if (c.has_depth() && c.depth() != 0) { if (auto s = CheckEdge("depth", c.depth(), multiple); !s.ok()) return s; }
   if (c.has_height() && c.height() != 0) { if (auto s = CheckEdge("height", c.height(), multiple); !s.ok()) return s; }
   if (c.has_width() && c.width() != 0) { if (auto s = CheckEdge("width", c.width(), multiple); !s.ok()) return s; }
-  if (auto s = CheckRange("steps", c.steps(), 1, kMaxSteps); !s.ok()) return s;
-  if (auto s = CheckRange("warmup", c.warmup(), 0, kMaxWarmup); !s.ok()) return s;
-  if (auto s = CheckRange("batch", c.batch(), 1, kMaxBatch); !s.ok()) return s;
-  if (auto s = CheckRange("base_channels", c.base_channels(), kMinBaseChannels, kMaxBaseChannels); !s.ok()) return s;
-  if (auto s = CheckRange("res_blocks", c.res_blocks(), 1, kMaxResBlocks); !s.ok()) return s;
-  if (auto s = CheckRange("in_channels", c.in_channels(), 1, kMaxInOutChannels); !s.ok()) return s;
-  if (auto s = CheckRange("out_channels", c.out_channels(), 1, kMaxInOutChannels); !s.ok()) return s;
-  if (auto s = CheckRange("groups", c.groups(), 1, kMaxGroups); !s.ok()) return s;
+  if (auto s = CheckRange("steps", c.steps(), 1, limits::kMaxSteps); !s.ok()) return s;
+  if (auto s = CheckRange("warmup", c.warmup(), 0, limits::kMaxWarmup); !s.ok()) return s;
+  if (auto s = CheckRange("batch", c.batch(), 1, limits::kMaxBatch); !s.ok()) return s;
+  if (auto s = CheckRange("base_channels", c.base_channels(), limits::kMinBaseChannels, limits::kMaxBaseChannels); !s.ok()) return s;
+  if (auto s = CheckRange("res_blocks", c.res_blocks(), 1, limits::kMaxResBlocks); !s.ok()) return s;
+  if (auto s = CheckRange("in_channels", c.in_channels(), 1, limits::kMaxInOutChannels); !s.ok()) return s;
+  if (auto s = CheckRange("out_channels", c.out_channels(), 1, limits::kMaxInOutChannels); !s.ok()) return s;
+  if (auto s = CheckRange("groups", c.groups(), 1, limits::kMaxGroups); !s.ok()) return s;
   for (int m : c.channel_mult()) {
     const int ch = c.base_channels() * m;
     if (ch % c.groups() != 0) {
@@ -146,24 +147,24 @@ absl::Status Validate(const v1::WorkloadConfig& c) {
                         absl::StrCat("a power of two, 1..", multiple, "; or a single 0 for middle-block attention only"));
     }
   }
-  if (auto s = CheckRange("grad_accum", c.grad_accum(), 1, kMaxGradAccum); !s.ok()) return s;
+  if (auto s = CheckRange("grad_accum", c.grad_accum(), 1, limits::kMaxGradAccum); !s.ok()) return s;
   if (!(c.learning_rate() > 0.0 && c.learning_rate() <= 1.0)) {
     return OutOfRange("learning_rate", c.learning_rate(), "greater than 0, at most 1");
   }
-  if (auto s = CheckRange("sample_steps", c.sample_steps(), 1, kDiffusionSteps); !s.ok()) return s;
+  if (auto s = CheckRange("sample_steps", c.sample_steps(), 1, limits::kDiffusionSteps); !s.ok()) return s;
   if (!v1::DeviceKind_IsValid(c.device())) {
     return absl::InvalidArgumentError(absl::StrCat("device: ", static_cast<int>(c.device()),
                                                    " is not a device kind (allowed: auto|cpu|cuda)"));
   }
-  if (auto s = CheckRange("cpu_threads", c.cpu_threads(), 0, kMaxCpuThreads); !s.ok()) return s;
-  if (auto s = CheckRange("metrics_top_k", c.metrics_top_k(), 0, kMaxMetricsTopK); !s.ok()) return s;
-  if (auto s = CheckRange("metrics_launches", c.metrics_launches(), 1, kMaxMetricsLaunches); !s.ok()) return s;
-  if (auto s = CheckRange("metrics_coverage_pct", c.metrics_coverage_pct(), kMinMetricsCoveragePct, 100); !s.ok())
+  if (auto s = CheckRange("cpu_threads", c.cpu_threads(), 0, limits::kMaxCpuThreads); !s.ok()) return s;
+  if (auto s = CheckRange("metrics_top_k", c.metrics_top_k(), 0, limits::kMaxMetricsTopK); !s.ok()) return s;
+  if (auto s = CheckRange("metrics_launches", c.metrics_launches(), 1, limits::kMaxMetricsLaunches); !s.ok()) return s;
+  if (auto s = CheckRange("metrics_coverage_pct", c.metrics_coverage_pct(), limits::kMinMetricsCoveragePct, 100); !s.ok())
     return s;
-  if (auto s = CheckRange("metrics_max_signatures", c.metrics_max_signatures(), 1, kMaxMetricsMaxSignatures);
+  if (auto s = CheckRange("metrics_max_signatures", c.metrics_max_signatures(), 1, limits::kMaxMetricsMaxSignatures);
       !s.ok())
     return s;
-  if (auto s = CheckRange("overhead_pairs", c.overhead_pairs(), 0, kMaxOverheadPairs); !s.ok()) return s;
+  if (auto s = CheckRange("overhead_pairs", c.overhead_pairs(), 0, limits::kMaxOverheadPairs); !s.ok()) return s;
   if (c.counter_api() != "auto" && c.counter_api() != "range" && c.counter_api() != "legacy") {
     return absl::InvalidArgumentError(
         absl::StrCat("counter_api: '", c.counter_api(), "' is not a counter API (allowed: auto|range|legacy)"));
@@ -181,7 +182,7 @@ PresetFlags EffectiveFlags(const v1::WorkloadConfig& c) {
 }
 
 Dims VolumeDims(const v1::WorkloadConfig& c) {
-  const int v = c.has_volume() ? c.volume() : kDefaultVolume;
+  const int v = c.has_volume() ? c.volume() : limits::kDefaultVolume;
   Dims d{v, v, v};
   if (c.has_depth() && c.depth() > 0) d.d = c.depth();
   if (c.has_height() && c.height() > 0) d.h = c.height();
@@ -190,12 +191,8 @@ Dims VolumeDims(const v1::WorkloadConfig& c) {
 }
 
 std::string PhaseName(v1::Phase phase) {
-  switch (phase) {
-    case v1::PHASE_FORWARD: return "forward";
-    case v1::PHASE_TRAIN: return "train";
-    case v1::PHASE_SAMPLE: return "sample";
-    default: return "unspecified";
-  }
+  const std::string name = EnumSpelling(v1::Phase_descriptor(), phase);
+  return name == "unknown" ? "unspecified" : name;
 }
 
 absl::StatusOr<v1::Phase> ParsePhase(std::string_view text) {

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/request_limits.h"
 #include "medprof/v1/workload.pb.h"
 
 namespace medprof::config {
@@ -33,28 +34,7 @@ const std::vector<std::string>& PresetNames();
 std::string PresetList();
 absl::StatusOr<PresetFlags> PresetFor(std::string_view name);
 
-// Defaults (the published 128^3 Med-DDPM model, spec/meddpm.md).
-inline constexpr int kDefaultVolume = 128;
-inline constexpr int kDefaultSteps = 10;
-inline constexpr int kDefaultWarmup = 2;
-inline constexpr int kDefaultBaseChannels = 64;
-inline constexpr int kDefaultGroups = 32;
-inline constexpr int kDefaultGradAccum = 2;
-inline constexpr double kDefaultLearningRate = 1e-5;
-inline constexpr int kDiffusionSteps = 250;  // T
-inline constexpr int kDefaultMetricsTopK = 20;
-inline constexpr int kDefaultMetricsLaunches = 3, kMaxMetricsLaunches = 9;
-inline constexpr int kDefaultMetricsCoveragePct = 98, kMinMetricsCoveragePct = 50;
-inline constexpr int kDefaultMetricsMaxSignatures = 32, kMaxMetricsMaxSignatures = 64;
-inline constexpr int kDefaultOverheadPairs = 3, kMaxOverheadPairs = 50;
-
-// Limits (inclusive).
-inline constexpr int kMinVolume = 8, kMaxVolume = 512;
-inline constexpr int kMaxSteps = 100000, kMaxWarmup = 1000, kMaxBatch = 64;
-inline constexpr int kMinBaseChannels = 4, kMaxBaseChannels = 512;
-inline constexpr int kMaxLevels = 8, kMaxMult = 16, kMaxResBlocks = 4;
-inline constexpr int kMaxInOutChannels = 16, kMaxGroups = 64, kMaxGradAccum = 64;
-inline constexpr int kMaxCpuThreads = 1024, kMaxMetricsTopK = 200;
+// Defaults and ranges of every field: common/request_limits.h.
 
 // Fills every unset field with its default. Explicitly set fields are left alone (so an
 // explicit volume 0 is still refused by Validate). Does not validate.

@@ -70,7 +70,7 @@ if [ "${tiny}" = 1 ]; then
   [ "${volume_set}" = 1 ] || volume=16
   [ "${steps_set}" = 1 ] || steps=2
   [ "${warmup_set}" = 1 ] || warmup=1
-  model_flags+=(--base-channels 8 --channel-mult "1,2" --attention-ds 2 --threads 1)
+  model_flags+=(--base-channels 8 --channel-mult "1,2" --attention-ds 2 --cpu-threads 1)
 fi
 # (modes may not survive the copy to the GPU machine)
 chmod +x "${bundle}"/bin/* "${bundle}"/libexec/* 2>/dev/null || true

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/status.h"

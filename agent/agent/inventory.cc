@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 
 namespace medprof::agent {

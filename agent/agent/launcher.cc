@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 
 extern char** environ;
 

@@ -1,7 +1,6 @@
 // medprof-agent: wires the flags, the inventory, the work directory, the uplink and the
 // agent together, and turns SIGTERM/SIGINT into a graceful drain (stop_signals.h: further
 // SIGTERMs are ignored while draining, a SIGINT then exits at once).
-#include <google/protobuf/util/json_util.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -13,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent/agent.h"
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 #include "agent/agent/host_facts.h"
 #include "agent/agent/inventory.h"
 #include "agent/agent/nvml_probe.h"
@@ -22,6 +21,7 @@
 #include "agent/agent/uplink.h"
 #include "agent/agent/work_dir.h"
 #include "common/logging.h"
+#include "common/proto_json.h"
 #include "common/tls_files.h"
 #include "common/token_text.h"
 
@@ -41,7 +41,7 @@ std::string DefaultWorkerPath() {
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return "medprof-worker";
-  return DirName(std::string(self, static_cast<size_t>(n))) + "/medprof-worker";
+  return medprof::DirName(std::string(self, static_cast<size_t>(n))) + "/medprof-worker";
 }
 
 }  // namespace
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     std::printf("%s\n", AgentVersionLine().c_str());
     return 0;
   }
-  const EnvLookup env = ProcessEnv();
+  const medprof::EnvLookup env = medprof::ProcessEnv();
   if (absl::Status s = ValidateOptions(&options, env); !s.ok()) return Fail(s, 1);
   medprof::LogLevel level = medprof::LogLevel::kInfo;
   medprof::logging::ParseLevel(options.log_level, &level);
@@ -97,12 +97,9 @@ int main(int argc, char** argv) {
     shown.set_version(AgentVersionLine());
     for (const OfferedDevice& d : inventory.devices) *shown.add_devices() = d.device;
     for (const auto& [k, v] : labels) (*shown.mutable_labels())[k] = v;
-    std::string json;
-    google::protobuf::util::JsonPrintOptions print;
-    print.add_whitespace = true;
-    print.always_print_primitive_fields = true;
-    (void)google::protobuf::util::MessageToJsonString(shown, &json, print);
-    std::printf("%s", json.c_str());
+    absl::StatusOr<std::string> json = medprof::MessageToJson(shown, {.pretty = true, .print_defaults = true});
+    if (!json.ok()) return Fail(json.status(), 2);
+    std::printf("%s", json->c_str());
     if (!inventory.HasGpu()) std::printf("no GPU: %s\n", inventory.no_gpu_reason.c_str());
     return 0;
   }

@@ -11,7 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/tls_files.h"
@@ -42,14 +42,6 @@ absl::Status CheckPemFile(const char* flag, const std::string& path, const char*
 }
 
 }  // namespace
-
-EnvLookup ProcessEnv() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
-}
 
 void AddFlags(CLI::App* app, AgentOptions* o) {
   app->add_option("--server", o->server, "Server address HOST:PORT (or $MEDPROF_SERVER)");

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/env.h"
 
 namespace CLI {
 class App;
@@ -23,10 +24,6 @@ class App;
 
 namespace medprof::agent {
 
-// Looks up an environment variable; nullopt when unset.
-using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
-// The process environment (getenv).
-EnvLookup ProcessEnv();
 
 struct AgentOptions {
   // Server address HOST:PORT (IPv6 as [ADDR]:PORT). Required: --server or $MEDPROF_SERVER.

@@ -12,7 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 #include "common/result_stream.h"
 
 namespace medprof::agent {

@@ -6,15 +6,17 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
 #include "medprof/v1/service.grpc.pb.h"
 
 namespace medprof::agent {
 namespace {
 
+// common/grpc_status.h's conversion, the message prefixed with the method.
 absl::Status FromGrpc(const grpc::Status& s, const char* method) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      absl::StrCat(method, ": ", s.error_message()));
+  const absl::Status status = FromGrpcStatus(s);
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(method, ": ", status.message()));
 }
 
 }  // namespace

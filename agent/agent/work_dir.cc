@@ -11,7 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 #include "agent/agent/options.h"
 #include "common/status.h"
 

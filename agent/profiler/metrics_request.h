@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "common/workload_config.h"
+#include "common/request_limits.h"
 
 namespace medprof::profiler {
 
@@ -23,8 +23,8 @@ struct MetricsRequest {
   bool enabled = false;
   int top_k = 20;          // kernels profiled, largest trace time first
   int launches = 3;        // steps in which each chosen signature's first launch is profiled (medians kept)
-  int coverage_pct = config::kDefaultMetricsCoveragePct;      // signatures chosen per kernel until they cover
-  int max_signatures = config::kDefaultMetricsMaxSignatures;  // this share of its time, or this many
+  int coverage_pct = limits::kDefaultMetricsCoveragePct;      // signatures chosen per kernel until they cover
+  int max_signatures = limits::kDefaultMetricsMaxSignatures;  // this share of its time, or this many
   CounterApiChoice counter_api = CounterApiChoice::kAuto;
 };
 

@@ -1,6 +1,5 @@
 #include "agent/worker/describe.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <torch/version.h>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +8,8 @@
 #include "agent/profiler/backend.h"
 #include "agent/profiler/gpu_probe.h"
 #include "agent/worker/config_mapping.h"
+#include "common/proto_json.h"
+#include "common/status.h"
 #include "common/version.h"
 #include "common/workload_config.h"
 #include "workloads/meddpm/fused_info.h"
@@ -19,13 +20,8 @@ namespace medprof::worker {
 std::string TorchBuildVersion() { return TORCH_VERSION; }
 
 absl::StatusOr<std::string> DescribeJson(const v1::WorkloadConfig& effective) {
-  google::protobuf::util::JsonPrintOptions print;
-  print.always_print_primitive_fields = true;
-  print.preserve_proto_field_names = true;
-  std::string config_json;
-  if (auto s = google::protobuf::util::MessageToJsonString(effective, &config_json, print); !s.ok()) {
-    return absl::InternalError(absl::StrCat("describe: cannot print the config as JSON: ", s.ToString()));
-  }
+  MEDPROF_ASSIGN_OR_RETURN(std::string config_json,
+                           MessageToJson(effective, {.pretty = false, .print_defaults = true}));
   const meddpm::WorkloadOptions options = ToWorkloadOptions(effective, effective.device());
   const uint64_t peak = meddpm::EstimatePeakMemoryBytes(options);
   const config::PresetFlags flags = config::EffectiveFlags(effective);

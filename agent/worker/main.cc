@@ -23,9 +23,9 @@
 #include "agent/worker/worker_args.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/proto_json.h"
 #include "common/result_stream.h"
 #include "common/version.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace {
 
@@ -112,8 +112,6 @@ int main(int argc, char** argv) {
     auto reader = medprof::ResultReader::OpenFile(a.decode_path);
     if (!reader.ok()) return InvalidConfig(nullptr, std::string(reader.status().message()));
     medprof::v1::WorkerMessage m;
-    google::protobuf::util::JsonPrintOptions options;
-    options.preserve_proto_field_names = true;
     for (;;) {
       auto more = (*reader)->Next(&m);
       if (!more.ok()) {
@@ -122,12 +120,12 @@ int main(int argc, char** argv) {
         return medprof::worker::kExitWorkloadFailed;
       }
       if (!*more) return medprof::worker::kExitOk;
-      std::string line;
-      if (auto st = google::protobuf::util::MessageToJsonString(m, &line, options); !st.ok()) {
-        std::fprintf(stderr, "medprof-worker: --decode: %s\n", st.ToString().c_str());
+      absl::StatusOr<std::string> line = medprof::MessageToJson(m, {.pretty = false});
+      if (!line.ok()) {
+        std::fprintf(stderr, "medprof-worker: --decode: %s\n", line.status().ToString().c_str());
         return medprof::worker::kExitWorkloadFailed;
       }
-      std::printf("%s\n", line.c_str());
+      std::printf("%s", line->c_str());
     }
   }
 

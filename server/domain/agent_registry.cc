@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/request_limits.h"
 #include "common/status.h"
 #include "common/text_check.h"
 #include "common/version.h"
@@ -41,9 +42,10 @@ absl::Status ValidateRegistration(const RegisterAgentRequest& r) {
   MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(r.agent_name, "agent_name"));
   MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(r.host, "host"));
   MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(r.version, "version"));
-  if (r.agent_name.empty() || r.agent_name.size() > 128 || !PrintableNoSpace(r.agent_name)) {
+  if (r.agent_name.empty() || r.agent_name.size() > limits::kMaxAgentNameChars || !PrintableNoSpace(r.agent_name)) {
     return Invalid(absl::StrCat("agent_name: '", r.agent_name.substr(0, 140),
-                                "' is not valid (allowed 1..128 printable characters without spaces)"));
+                                "' is not valid (allowed 1..", limits::kMaxAgentNameChars,
+                                " printable characters without spaces)"));
   }
   if (r.host.size() > 255) return Invalid(absl::StrCat("host: ", r.host.size(), " characters (allowed at most 255)"));
   if (r.version.size() > 128) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/kernel_taxonomy.h"
+#include "common/request_limits.h"
 #include "common/status.h"
 #include "common/workload_config.h"
 #include "server/domain/core.h"
@@ -26,10 +27,6 @@ bool CellKey::operator<(const CellKey& o) const {
 
 namespace {
 
-constexpr int kMaxRunsCompared = 10000;
-constexpr size_t kMaxRunFilter = 1000;
-constexpr int kMaxTopKernels = 50;
-constexpr size_t kMaxMoreStudies = 7;
 
 using KernelKey = std::pair<std::string, std::string>;  // (kernel name, op)
 
@@ -55,12 +52,12 @@ std::optional<double> MeanOf(const std::vector<double>& v) {
 
 // ---------------------------------------------------------------- validate
 
-// run_ids: at most kMaxRunFilter well-formed ids; study_id required without them.
+// run_ids: at most limits::kMaxRunFilter well-formed ids; study_id required without them.
 absl::Status CheckRunFilter(const CompareRequest& r) {
   if (r.run_ids.empty() || !r.study_id.empty()) MEDPROF_RETURN_IF_ERROR(RequireId(r.study_id, "study_id"));
-  if (r.run_ids.size() > kMaxRunFilter) {
+  if (r.run_ids.size() > static_cast<size_t>(limits::kMaxRunFilter)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("run_ids: ", r.run_ids.size(), " runs (allowed at most ", kMaxRunFilter, ")"));
+        absl::StrCat("run_ids: ", r.run_ids.size(), " runs (allowed at most ", limits::kMaxRunFilter, ")"));
   }
   for (size_t i = 0; i < r.run_ids.size(); ++i) {
     MEDPROF_RETURN_IF_ERROR(RequireId(r.run_ids[i], absl::StrCat("run_ids[", i, "]").c_str()));
@@ -72,9 +69,9 @@ absl::Status CheckRunFilter(const CompareRequest& r) {
 // with a run filter.
 absl::Status CheckMoreStudies(const CompareRequest& r) {
   if (r.more_study_ids.empty()) return absl::OkStatus();
-  if (r.more_study_ids.size() > kMaxMoreStudies) {
+  if (r.more_study_ids.size() + 1 > static_cast<size_t>(limits::kMaxComparedStudies)) {
     return absl::InvalidArgumentError(absl::StrCat("more_study_ids: ", r.more_study_ids.size(),
-                                                   " studies (allowed at most ", kMaxMoreStudies, ")"));
+                                                   " studies (allowed at most ", limits::kMaxComparedStudies - 1, ")"));
   }
   if (!r.run_ids.empty()) {
     return absl::InvalidArgumentError("more_study_ids: not together with run_ids (compare studies or runs)");
@@ -103,13 +100,14 @@ absl::Status CheckOptions(const CompareRequest& r, const std::string& baseline) 
     return absl::InvalidArgumentError(absl::StrCat("phase: ", static_cast<int>(r.phase),
                                                    " is not a phase (allowed: unset|forward|train|sample)"));
   }
-  if (r.top_categories < 0 || r.top_categories > 12) {
+  if (r.top_categories < 0 || r.top_categories > limits::kMaxTopCategories) {
     return absl::InvalidArgumentError(absl::StrCat("top_categories: ", r.top_categories,
-                                                   " is out of range (allowed 1..12; unset = 3)"));
+                                                   " is out of range (allowed 1..", limits::kMaxTopCategories,
+                                                   "; unset = ", limits::kDefaultTopCategories, ")"));
   }
-  if (r.top_kernels < 0 || r.top_kernels > kMaxTopKernels) {
+  if (r.top_kernels < 0 || r.top_kernels > limits::kMaxTopKernels) {
     return absl::InvalidArgumentError(absl::StrCat("top_kernels: ", r.top_kernels, " is out of range (allowed 1..",
-                                                   kMaxTopKernels, "; unset = 5)"));
+                                                   limits::kMaxTopKernels, "; unset = ", limits::kDefaultTopKernels, ")"));
   }
   return absl::OkStatus();
 }
@@ -122,7 +120,7 @@ absl::StatusOr<std::vector<RunRecord>> RunsOfStudies(StoreTx& tx, const std::vec
     RunFilter f;
     f.study_id = study_id;
     f.state = RunState::kSucceeded;
-    f.limit = kMaxRunsCompared;
+    f.limit = limits::kMaxRunsCompared;
     MEDPROF_ASSIGN_OR_RETURN(std::vector<RunRecord> some, tx.ListRuns(f));
     runs.insert(runs.end(), std::make_move_iterator(some.begin()), std::make_move_iterator(some.end()));
   }
@@ -586,8 +584,8 @@ absl::StatusOr<CompareSpec> ValidateCompare(const CompareRequest& r) {
   spec.request = r;
   spec.studies = {r.study_id};
   spec.studies.insert(spec.studies.end(), r.more_study_ids.begin(), r.more_study_ids.end());
-  spec.top_categories = r.top_categories == 0 ? 3 : static_cast<size_t>(r.top_categories);
-  spec.top_kernels = r.top_kernels == 0 ? 5 : static_cast<size_t>(r.top_kernels);
+  spec.top_categories = r.top_categories == 0 ? limits::kDefaultTopCategories : static_cast<size_t>(r.top_categories);
+  spec.top_kernels = r.top_kernels == 0 ? limits::kDefaultTopKernels : static_cast<size_t>(r.top_kernels);
   return spec;
 }
 

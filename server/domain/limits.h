@@ -1,11 +1,13 @@
-// Every limit medprof-server enforces, by name, in one place.
+// The operational limits of medprof-server (message sizes, rates, upload windows, cache
+// lifetimes), by name; the request-shape limits it shares with the CLI and the worker are
+// common/request_limits.h's, visible here under the same namespace.
 //
 // A refusal because of a limit names the limit and the value that crossed it, e.g.
 // "limit submissions_per_token_per_minute: 31 submissions in the last minute (allowed 30)",
 // through LimitExceeded() below (RESOURCE_EXHAUSTED for rates and totals) or a field error
 // (INVALID_ARGUMENT, "config.volume: 4096 is out of range (allowed 8..512)") for request
-// shapes. The request-shape limits listed here are the ones the validation code checks; the
-// numbers must stay equal to what the proto comments and server/README.md promise.
+// shapes. A unit test (tests/unit/common/request_limits_test.cc) holds server/README.md's
+// table to these numbers.
 //
 // Header-only constants; thread-safe.
 #pragma once
@@ -16,8 +18,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/request_limits.h"
 
 namespace medprof::server::limits {
+
+// The request-shape limits the server shares with the CLI and the worker, so that server code
+// names every limit as limits::kName.
+using namespace ::medprof::limits;  // NOLINT(google-build-using-namespace)
 
 // ---- transport
 // Largest request message, bytes (GrpcServerOptions::max_receive_message_bytes default).
@@ -25,24 +32,12 @@ inline constexpr int kMaxRequestBytes = 16 << 20;
 // Largest response message, bytes.
 inline constexpr int kMaxResponseBytes = 64 << 20;
 
-// ---- strings (characters)
-inline constexpr size_t kMaxStudyName = 200;
-inline constexpr size_t kMaxCancelReason = 1000;
-inline constexpr size_t kMaxAgentName = 128;
-inline constexpr size_t kMaxIdChars = 64;            // study_id, job_id, run_id, agent_id
+// ---- strings (characters); the request-shape ones are common/request_limits.h's
 inline constexpr size_t kMaxTokenChars = 200;        // the authorization header's token
 inline constexpr size_t kMaxProjectChars = 64;
 inline constexpr size_t kMaxTokenNote = 200;
 
 // ---- submissions
-inline constexpr int kMaxPresets = 16;
-inline constexpr int kMaxTargets = 64;
-inline constexpr int kMaxRepeats = 100;
-inline constexpr int kMaxAttempts = 10;
-inline constexpr int kMaxJobsPerStudy = 1000;        // presets x targets x repeats
-inline constexpr int kMinVolume = 8;                 // voxels per side (common/workload_config)
-inline constexpr int kMaxVolume = 512;
-inline constexpr int kMaxTimeoutS = 7 * 24 * 3600;
 // Submissions one token may make in any sliding minute.
 inline constexpr int kSubmissionsPerTokenPerMinute = 30;
 

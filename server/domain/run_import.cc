@@ -11,16 +11,14 @@
 #include "common/kernel_taxonomy.h"
 #include "common/status.h"
 #include "common/text_check.h"
+#include "common/request_limits.h"
 #include "common/workload_config.h"
 #include "server/domain/codec.h"
 
 namespace medprof::server {
 namespace {
 
-constexpr size_t kMaxStudyNameChars = 200;
-constexpr size_t kMaxGpuChars = 128;
 constexpr size_t kMaxSourceChars = 32;
-constexpr int kMaxSteps = 100000;
 constexpr size_t kMaxKernels = 100000;
 constexpr size_t kMaxMetrics = 2000000;
 constexpr size_t kMaxKernelNameChars = 4096;
@@ -73,17 +71,17 @@ absl::Status CheckRequest(const ImportRunRequest& r) {
   if (r.study_id.size() > 64) return Invalid("study_id: at most 64 characters");
   MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(r.study_name, "study_name"));
   MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(r.gpu, "gpu"));
-  if (r.study_name.size() > kMaxStudyNameChars) {
+  if (r.study_name.size() > limits::kMaxStudyNameChars) {
     return Invalid(absl::StrCat("study_name: ", r.study_name.size(), " characters (allowed at most ",
-                                kMaxStudyNameChars, ")"));
+                                limits::kMaxStudyNameChars, ")"));
   }
   if (r.preset.empty() || !config::PresetFor(r.preset).ok()) {
     return Invalid(absl::StrCat("preset: ", r.preset.empty() ? "required" : absl::StrCat("unknown preset '", r.preset.substr(0, 64), "'"),
                                 " (allowed: ", config::PresetList(), ")"));
   }
-  if (r.gpu.empty() || r.gpu.size() > kMaxGpuChars || !Printable(r.gpu) ||
+  if (r.gpu.empty() || r.gpu.size() > limits::kMaxGpuNameChars || !Printable(r.gpu) ||
       absl::StripAsciiWhitespace(r.gpu) != r.gpu) {
-    return Invalid(absl::StrCat("gpu: required, 1..", kMaxGpuChars,
+    return Invalid(absl::StrCat("gpu: required, 1..", limits::kMaxGpuNameChars,
                                 " printable characters without leading or trailing spaces (e.g. \"NVIDIA H200\")"));
   }
   if (!v1::Phase_IsValid(r.phase)) {
@@ -95,8 +93,8 @@ absl::Status CheckRequest(const ImportRunRequest& r) {
       })) {
     return Invalid(absl::StrCat("source: required, 1..", kMaxSourceChars, " of [a-z0-9_.-] (e.g. ncu)"));
   }
-  if (r.steps < 0 || r.steps > kMaxSteps) {
-    return Invalid(absl::StrCat("steps: ", r.steps, " is out of range (allowed 1..", kMaxSteps, "; unset = 1)"));
+  if (r.steps < 0 || r.steps > limits::kMaxSteps) {
+    return Invalid(absl::StrCat("steps: ", r.steps, " is out of range (allowed 1..", limits::kMaxSteps, "; unset = 1)"));
   }
   if (r.kernels.empty() || r.kernels.size() > kMaxKernels) {
     return Invalid(absl::StrCat("kernels: ", r.kernels.size(), " rows (allowed 1..", kMaxKernels,

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/kernel_taxonomy.h"
+#include "common/request_limits.h"
 #include "common/status.h"
 #include "server/domain/codec.h"
 #include "server/domain/query_engine.h"
@@ -14,7 +15,6 @@
 namespace medprof::server {
 namespace {
 
-constexpr int kMaxRows = 10000;
 
 class Timer {
  public:
@@ -32,9 +32,9 @@ class Timer {
 };
 
 absl::Status CheckTop(int top) {
-  if (top < 0 || top > kMaxRows) {
+  if (top < 0 || top > limits::kMaxTopRows) {
     return absl::InvalidArgumentError(
-        absl::StrCat("top: ", top, " is out of range (allowed 1..", kMaxRows, "; unset = all)"));
+        absl::StrCat("top: ", top, " is out of range (allowed 1..", limits::kMaxTopRows, "; unset = all)"));
   }
   return absl::OkStatus();
 }

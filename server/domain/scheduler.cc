@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "server/domain/codec.h"
+#include "server/domain/limits.h"
 
 namespace medprof::server {
 namespace {
@@ -16,9 +17,6 @@ namespace {
 const Logger kLog("scheduler");
 
 constexpr int kMaxQueuedScan = 5000;       // queued jobs considered per lease attempt
-constexpr size_t kMaxIdsPerHeartbeat = 1024;
-constexpr size_t kMaxErrorBytes = 64 * 1024;
-constexpr size_t kMaxStderrBytes = 64 * 1024;
 constexpr size_t kJobStderrBytes = 2 * 1024;  // stderr lines quoted in a failed job's error
 constexpr auto kWaitSlice = std::chrono::milliseconds(250);
 constexpr auto kDeadlineMargin = std::chrono::milliseconds(100);
@@ -63,8 +61,8 @@ std::string DescribeGaps(uint64_t through, const std::vector<uint64_t>& stored, 
 
 absl::StatusOr<HeartbeatResult> Scheduler::Heartbeat(const CallContext&, const HeartbeatRequest& r) {
   MEDPROF_RETURN_IF_ERROR(RequireId(r.agent_id, "agent_id"));
-  if (r.running_run_ids.size() > kMaxIdsPerHeartbeat || r.progress.size() > kMaxIdsPerHeartbeat) {
-    return absl::InvalidArgumentError(absl::StrCat("running_run_ids/progress: at most ", kMaxIdsPerHeartbeat,
+  if (r.running_run_ids.size() > limits::kMaxIdsPerHeartbeat || r.progress.size() > limits::kMaxIdsPerHeartbeat) {
+    return absl::InvalidArgumentError(absl::StrCat("running_run_ids/progress: at most ", limits::kMaxIdsPerHeartbeat,
                                                    " entries per heartbeat"));
   }
   const int64_t now = core_.clock.NowUnixMs();
@@ -230,9 +228,9 @@ absl::StatusOr<JobState> Scheduler::FinishRun(const CallContext&, const FinishRu
   }
   // A failure report is never refused for its length (the run would stay running until its
   // lease expired): the head of the error and the tail of stderr are kept.
-  const std::string stderr_tail = Tail(r.stderr_tail, kMaxStderrBytes);
+  const std::string stderr_tail = Tail(r.stderr_tail, limits::kMaxRunStderrBytes);
   const std::string reported_error =
-      r.error.size() <= kMaxErrorBytes ? r.error : absl::StrCat(r.error.substr(0, kMaxErrorBytes), " ... (truncated)");
+      r.error.size() <= limits::kMaxRunErrorBytes ? r.error : absl::StrCat(r.error.substr(0, limits::kMaxRunErrorBytes), " ... (truncated)");
   const int64_t now = core_.clock.NowUnixMs();
   JobState job_state = JobState::kUnspecified;
   bool changed = false;

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/request_limits.h"
 #include "common/status.h"
 #include "common/text_check.h"
 #include "common/workload_config.h"
@@ -19,14 +20,6 @@ namespace {
 
 const Logger kLog("studies");
 
-constexpr size_t kMaxName = 200;
-constexpr int kMaxPresets = 16;
-constexpr int kMaxTargets = 64;
-constexpr int kMaxRepeats = 100;
-constexpr int kMaxAttempts = 10;
-constexpr int kDefaultTimeoutS = 3600;
-constexpr int kMaxTimeoutS = 7 * 24 * 3600;
-constexpr size_t kMaxReason = 1000;
 constexpr int kEventBatch = 500;
 constexpr auto kWatchSlice = std::chrono::milliseconds(500);
 
@@ -67,12 +60,12 @@ absl::StatusOr<RunView> DecodeRun(RunRecord record, const std::string& preset, c
 
 absl::StatusOr<std::vector<JobView>> PlanJobs(const SubmitStudyRequest& r, int max_attempts_default,
                                               int max_jobs_per_study) {
-  if (r.name.size() > kMaxName) {
-    return Invalid(absl::StrCat("name: ", r.name.size(), " characters (allowed at most ", kMaxName, ")"));
+  if (r.name.size() > limits::kMaxStudyNameChars) {
+    return Invalid(absl::StrCat("name: ", r.name.size(), " characters (allowed at most ", limits::kMaxStudyNameChars, ")"));
   }
   MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(r.name, "name"));
-  if (r.presets.empty() || r.presets.size() > kMaxPresets) {
-    return Invalid(absl::StrCat("presets: ", r.presets.size(), " presets (allowed 1..", kMaxPresets, " of ",
+  if (r.presets.empty() || r.presets.size() > limits::kMaxPresets) {
+    return Invalid(absl::StrCat("presets: ", r.presets.size(), " presets (allowed 1..", limits::kMaxPresets, " of ",
                                 config::PresetList(), ")"));
   }
   std::set<std::string> seen;
@@ -92,8 +85,8 @@ absl::StatusOr<std::vector<JobView>> PlanJobs(const SubmitStudyRequest& r, int m
     }
     configs.push_back(std::move(c));
   }
-  if (r.targets.size() > kMaxTargets) {
-    return Invalid(absl::StrCat("targets: ", r.targets.size(), " selectors (allowed at most ", kMaxTargets, ")"));
+  if (r.targets.size() > limits::kMaxTargets) {
+    return Invalid(absl::StrCat("targets: ", r.targets.size(), " selectors (allowed at most ", limits::kMaxTargets, ")"));
   }
   std::vector<std::string> targets = r.targets.empty() ? std::vector<std::string>{""} : r.targets;
   for (size_t i = 0; i < targets.size(); ++i) {
@@ -103,11 +96,12 @@ absl::StatusOr<std::vector<JobView>> PlanJobs(const SubmitStudyRequest& r, int m
     targets[i] = std::string(absl::StripAsciiWhitespace(targets[i]));
   }
   const int repeats = r.repeats == 0 ? 1 : r.repeats;
-  MEDPROF_RETURN_IF_ERROR(CheckOptional("repeats", r.repeats, 1, kMaxRepeats, "1"));
+  MEDPROF_RETURN_IF_ERROR(CheckOptional("repeats", r.repeats, 1, limits::kMaxRepeats, "1"));
   const int max_attempts = r.max_attempts == 0 ? max_attempts_default : r.max_attempts;
-  MEDPROF_RETURN_IF_ERROR(CheckOptional("max_attempts", r.max_attempts, 1, kMaxAttempts, "the server default"));
-  const int timeout_s = r.timeout_s == 0 ? kDefaultTimeoutS : r.timeout_s;
-  MEDPROF_RETURN_IF_ERROR(CheckOptional("timeout_s", r.timeout_s, 1, kMaxTimeoutS, "3600"));
+  MEDPROF_RETURN_IF_ERROR(CheckOptional("max_attempts", r.max_attempts, 1, limits::kMaxAttempts, "the server default"));
+  const int timeout_s = r.timeout_s == 0 ? limits::kDefaultRunTimeoutS : r.timeout_s;
+  MEDPROF_RETURN_IF_ERROR(CheckOptional("timeout_s", r.timeout_s, 1, limits::kMaxRunTimeoutS,
+                                        absl::StrCat(limits::kDefaultRunTimeoutS).c_str()));
   const int64_t total = static_cast<int64_t>(configs.size()) * static_cast<int64_t>(targets.size()) * repeats;
   if (total > max_jobs_per_study) {
     return Invalid(absl::StrCat("presets x targets x repeats: ", configs.size(), " x ", targets.size(), " x ",
@@ -220,7 +214,7 @@ absl::StatusOr<ListStudiesResult> StudyService::ListStudies(const CallContext& c
 }
 
 absl::StatusOr<ListStudiesResult> StudyService::DoListStudies(const CallContext& ctx, const ListStudiesRequest& r) {
-  MEDPROF_RETURN_IF_ERROR(CheckOptional("limit", r.limit, 1, 1000, "50"));
+  MEDPROF_RETURN_IF_ERROR(CheckOptional("limit", r.limit, 1, limits::kMaxStudiesLimit, "50"));
   const int limit = r.limit == 0 ? 50 : r.limit;
   int64_t before = 0;
   if (!r.page_token.empty() && (!absl::SimpleAtoi(r.page_token, &before) || before <= 0)) {
@@ -258,8 +252,8 @@ absl::StatusOr<ListStudiesResult> StudyService::DoListStudies(const CallContext&
 absl::StatusOr<int> StudyService::CancelStudy(const CallContext& ctx, const std::string& study_id,
                                               const std::string& reason) {
   MEDPROF_RETURN_IF_ERROR(RequireId(study_id, "study_id"));
-  if (reason.size() > kMaxReason) {
-    return Invalid(absl::StrCat("reason: ", reason.size(), " characters (allowed at most ", kMaxReason, ")"));
+  if (reason.size() > limits::kMaxCancelReasonChars) {
+    return Invalid(absl::StrCat("reason: ", reason.size(), " characters (allowed at most ", limits::kMaxCancelReasonChars, ")"));
   }
   MEDPROF_RETURN_IF_ERROR(text::CheckNoControl(reason, "reason"));
   const int64_t now = core_.clock.NowUnixMs();
@@ -327,7 +321,7 @@ absl::StatusOr<std::vector<RunView>> StudyService::ListRuns(const CallContext& c
 }
 
 absl::StatusOr<std::vector<RunView>> StudyService::DoListRuns(const CallContext& ctx, const ListRunsRequest& r) {
-  MEDPROF_RETURN_IF_ERROR(CheckOptional("limit", r.limit, 1, 10000, "100"));
+  MEDPROF_RETURN_IF_ERROR(CheckOptional("limit", r.limit, 1, limits::kMaxRunsLimit, "100"));
   if (r.study_id.size() > 64 || r.job_id.size() > 64) return Invalid("study_id/job_id: at most 64 characters");
   RunFilter f;
   f.study_id = r.study_id;

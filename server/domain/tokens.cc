@@ -93,9 +93,9 @@ absl::Status TokenGrant::Validate() const {
         " of a-z 0-9 . _ -, starting with a letter or digit; '*' = every project, admin only)"));
   }
   if (role == Role::kAgent) {
-    if (agent_name.empty() || agent_name.size() > limits::kMaxAgentName) {
+    if (agent_name.empty() || agent_name.size() > limits::kMaxAgentNameChars) {
       return absl::InvalidArgumentError(absl::StrCat("agent_name: an agent token needs the agent's name (1..",
-                                                     limits::kMaxAgentName, " characters), got ",
+                                                     limits::kMaxAgentNameChars, " characters), got ",
                                                      agent_name.size()));
     }
     for (char c : agent_name) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/request_limits.h"
 #include "medprof/v1/results.pb.h"
 #include "medprof/v1/workload.pb.h"
 #include "server/store/records.h"
@@ -35,7 +36,7 @@ struct DomainOptions {
   // The longest AcquireJob long-poll (ms, default 30000).
   int64_t max_wait_ms = 30000;
   // Jobs one study may hold (presets x targets x repeats; default 1000).
-  int max_jobs_per_study = 1000;
+  int max_jobs_per_study = limits::kMaxJobsPerStudy;
   // Bytes of worker records one run may store (serialized size; default 512 MiB;
   // 1 MiB..64 GiB). Past it the upload is refused with RESOURCE_EXHAUSTED naming the limit, and
   // the agent stops the run.

@@ -13,10 +13,12 @@
 #include <grpcpp/support/status.h>
 
 #include "absl/status/status.h"
+#include "common/grpc_status.h"
 
 namespace medprof::server::rpc {
 
+// common/grpc_status.h's conversion, plus the log line of a server-side fault.
 grpc::Status ToGrpcStatus(const absl::Status& status, std::string_view method);
-absl::Status FromGrpcStatus(const grpc::Status& status);
+using ::medprof::FromGrpcStatus;
 
 }  // namespace medprof::server::rpc

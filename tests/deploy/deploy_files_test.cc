@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/harness.h"
+#include "tests/testing/json_face.h"
 
 namespace medprof::deploy {
 namespace {
@@ -356,6 +357,16 @@ TEST(DeployConfigTest, AgentEnvFlagsPassTheAgentsValidation) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ::testing::ContainsRegex("\"site\": *\"jetstream2\""));
   EXPECT_THAT(r.out, ::testing::ContainsRegex("\"flavor\": *\"g3.xl\""));
+}
+
+// One JSON face (issue 19): --print-inventory prints proto names (agent_name, not agentName).
+TEST(DeployConfigTest, PrintInventoryUsesTheTablesSpellings) {
+  CommandResult r = AgentPrintInventory("127.0.0.1:7000", {});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string json = r.out.substr(0, r.out.rfind('}') + 1);  // a "no GPU: ..." line may follow
+  medprof::testing::ExpectTableSpellings(json, "--print-inventory");
+  EXPECT_THAT(json, ::testing::HasSubstr("\"agent_name\""));
+  EXPECT_THAT(json, ::testing::ContainsRegex("\"protocol_version\": *\"1\""));
 }
 
 TEST(DeployConfigTest, SlurmAgentEnvSourcesInBashAndPassesTheAgentsValidation) {

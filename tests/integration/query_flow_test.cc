@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/harness.h"
+#include "tests/testing/json_face.h"
 
 namespace medprof::itest {
 namespace {
@@ -182,6 +183,7 @@ TEST(QueryFlowTest, FourPresetsOnTheCpuComparedKernelsDiffedExported) {
   CommandResult up = Cli((*server)->address(), {"upload", dir + "/byhand.pb", "--study", study_id, "--format", "json"});
   ASSERT_EQ(up.exit_code, 0) << up.err;
   EXPECT_EQ(json::parse(up.out).at("preset"), "bf16");
+  medprof::testing::ExpectTableSpellings(up.out, "upload");  // one JSON face (issue 19)
   CommandResult cmp2 = Cli((*server)->address(), {"compare", study_id, "--format", "json"});
   ASSERT_EQ(cmp2.exit_code, 0) << cmp2.err;
   const json c2 = json::parse(cmp2.out);
@@ -199,6 +201,23 @@ TEST(QueryFlowTest, FourPresetsOnTheCpuComparedKernelsDiffedExported) {
   EXPECT_THAT(scrape, HasSubstr("medprof_agents{status=\"online\"} 1"));
   EXPECT_THAT(scrape, HasSubstr("medprof_query_duration_seconds_count{query=\"compare\"} 3"));
   EXPECT_THAT(scrape, HasSubstr("medprof_ingested_rows_total"));
+
+  // One JSON face (issue 19), after the scrape that counts queries: every listing command's
+  // JSON, on real runs, in the tables' words.
+  const std::string up_run = json::parse(up.out).at("run_id").get<std::string>();
+  for (const std::vector<std::string>& listing : std::vector<std::vector<std::string>>{
+           {"studies"}, {"runs", "--study", study_id}, {"run", up_run}, {"agents"}, {"compare", study_id},
+           {"kernels", up_run}, {"diff", up_run, up_run}, {"watch", study_id}}) {
+    std::vector<std::string> args = listing;
+    args.insert(args.end(), {"--format", "json"});
+    CommandResult r = Cli((*server)->address(), args);
+    ASSERT_EQ(r.exit_code, 0) << listing[0] << ": " << r.err;
+    medprof::testing::ExpectTableSpellings(r.out, listing[0]);
+  }
+  CommandResult exported = Cli((*server)->address(), {"export", up_run, "--format", "json"});
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  medprof::testing::ExpectTableSpellings(exported.out, "export");
+  EXPECT_THAT(exported.out, ::testing::ContainsRegex("\"state\": *\"succeeded\""));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "client/client.h"
 #include "client/commands.h"
 #include "server/rpc/grpc_server.h"
+#include "tests/testing/json_face.h"
 #include "tests/unit/server/domain_fixture.h"
 
 namespace medprof::server::testing {
@@ -143,6 +144,7 @@ TEST_F(ImportNcuTest, ImportedRunsJoinCompareOfTheirStudy) {
                "--phase", "forward", "--name", "h200 by hand", "--format", "json"});
   ASSERT_EQ(a.code, client::kExitOk) << a.err;
   const nlohmann::json ja = nlohmann::json::parse(a.out);
+  medprof::testing::ExpectTableSpellings(a.out, "import-ncu");  // one JSON face (issue 19)
   EXPECT_EQ(ja["launches"], 60);
   EXPECT_EQ(ja["kernels"], 14);
   EXPECT_EQ(ja["gpu_time_ns"], 18957120);

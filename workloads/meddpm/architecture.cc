@@ -5,26 +5,26 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
-#include "common/workload_config.h"
+#include "common/request_limits.h"
 #include "workloads/meddpm/schedule.h"
 
 namespace medprof::meddpm {
 namespace {
 
-using config::kMaxBaseChannels;
-using config::kMaxBatch;
-using config::kMaxCpuThreads;
-using config::kMaxGradAccum;
-using config::kMaxGroups;
-using config::kMaxInOutChannels;
-using config::kMaxLevels;
-using config::kMaxMult;
-using config::kMaxResBlocks;
-using config::kMaxSteps;
-using config::kMaxVolume;
-using config::kMaxWarmup;
-using config::kMinBaseChannels;
-using config::kMinVolume;
+using limits::kMaxBaseChannels;
+using limits::kMaxBatch;
+using limits::kMaxCpuThreads;
+using limits::kMaxGradAccum;
+using limits::kMaxGroups;
+using limits::kMaxInOutChannels;
+using limits::kMaxLevels;
+using limits::kMaxMult;
+using limits::kMaxResBlocks;
+using limits::kMaxSteps;
+using limits::kMaxVolume;
+using limits::kMaxWarmup;
+using limits::kMinBaseChannels;
+using limits::kMinVolume;
 
 absl::Status OutOfRange(absl::string_view field, double value, absl::string_view allowed) {
   return absl::InvalidArgumentError(

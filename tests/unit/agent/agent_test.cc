@@ -16,7 +16,7 @@
 #include <set>
 #include <thread>
 
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 #include "common/result_stream.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <thread>
 
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 #include "common/result_stream.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

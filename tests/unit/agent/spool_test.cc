@@ -8,7 +8,7 @@
 #include <csignal>
 #include <fstream>
 
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 #include "agent/agent/work_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

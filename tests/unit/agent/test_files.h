@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 #include "gtest/gtest.h"
 
 namespace medprof::agent::testing {

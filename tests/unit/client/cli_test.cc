@@ -171,7 +171,7 @@ TEST(CliSubmit, BadValuesNameTheFlagAndTheAllowedValues) {
   EXPECT_THAT(UsageError({"submit", "--presets", "opt1", "--max-attempts", "11"}),
               StatusIs(kInvalidArgument, "--max-attempts: 11 is out of range (allowed 1..10)"));
   EXPECT_THAT(UsageError({"submit", "--presets", "opt1", "--timeout-s", "-5"}),
-              StatusIs(kInvalidArgument, "--timeout-s: -5 is out of range (allowed 1..604800)"));
+              StatusIs(kInvalidArgument, "--run-timeout-s: -5 is out of range (allowed 1..604800)"));
   EXPECT_THAT(UsageError({"submit", "--presets", "opt1", "--channel-mult", "1,x"}),
               StatusIs(kInvalidArgument, HasSubstr("--channel-mult: 'x' is not an integer")));
   EXPECT_THAT(UsageError({"submit", "--presets", "opt1", "--base-channels", "8", "--channel-mult", "1,2", "--groups", "3"}),

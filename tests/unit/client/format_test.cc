@@ -410,7 +410,7 @@ TEST(FormatRun, TableShowsSectionsJsonKeepsProtoNames) {
 
   Json j = Json::parse(FormatRun(run, OutputFormat::kJson));
   EXPECT_EQ(j["run_id"], "r-1");
-  EXPECT_EQ(j["state"], "RUN_SUCCEEDED");
+  EXPECT_EQ(j["state"], "succeeded");  // the table's word (issue 19: one JSON face)
   EXPECT_EQ(j["effective"]["base_channels"], 8);
   EXPECT_EQ(j["ops"].size(), 12u);
 }

@@ -45,7 +45,7 @@ TEST(QueryCli, CompareTakesARunFilterAndCrossGpuBaseline) {
   EXPECT_THAT(Parse({"compare", "--runs", "a,,b"}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--runs: an empty run id")));
   EXPECT_THAT(Parse({"compare", "st-1", "--top-kernels", "51"}).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--top-kernels")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--top: 51")));
 }
 
 TEST(QueryCli, KernelsRunAndClassifyBothParse) {

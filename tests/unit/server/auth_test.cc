@@ -576,7 +576,7 @@ TEST_F(AuthWireTest, AMalformedRequestOfEachKindNamesTheField) {
   {
     v1::CancelStudyRequest r;
     r.set_study_id("st-000000000000");
-    r.set_reason(std::string(limits::kMaxCancelReason + 1, 'x'));
+    r.set_reason(std::string(limits::kMaxCancelReasonChars + 1, 'x'));
     v1::CancelStudyResponse out;
     got["reason"] = ToAbsl(people_->CancelStudy(none().get(), r, &out));
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent/worker/describe.h"
+#include "tests/testing/json_face.h"
 #include "agent/worker/config_mapping.h"
 #include "common/result_stream.h"
 #include "gmock/gmock.h"
@@ -144,6 +145,20 @@ TEST(WorkerBinaryTest, DecodePrintsJsonLinesAndRefusesBadFiles) {
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("--decode " + cut));
   EXPECT_EQ(r.out, "");
+}
+
+// One JSON face (issue 19): --describe and --decode print proto names and the tables' words.
+TEST(WorkerBinaryTest, DescribeAndDecodeUseTheTablesSpellings) {
+  const Result d = RunBinary({"--preset", "opt1", "--device", "cpu", "--describe"}, "describe_face");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  medprof::testing::ExpectTableSpellings(d.out, "--describe");
+  EXPECT_THAT(d.out, ::testing::ContainsRegex("\"phase\": *\"train\""));
+  EXPECT_THAT(d.out, ::testing::ContainsRegex("\"device\": *\"cpu\""));
+  const std::string out = ::testing::TempDir() + "/medprof_worker_face.pb";
+  ASSERT_EQ(RunBinary({"--preset", "baseline", "--volume", "20", "--out", out}, "face_src").exit_code, 2);
+  const Result r = RunBinary({"--decode", out}, "face_decode");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  medprof::testing::ExpectTableSpellings(r.out, "--decode");
 }
 
 TEST(WorkerBinaryTest, CommandLineErrorsExit2) {

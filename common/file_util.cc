@@ -1,4 +1,4 @@
-#include "agent/agent/file_util.h"
+#include "common/file_util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace medprof::agent {
+namespace medprof {
 namespace {
 
 // Closes an fd on scope exit.
@@ -27,6 +27,25 @@ class FdCloser {
  private:
   int fd_;
 };
+
+// ReadWholeFile, also saying which step failed ("opening " or "reading ") in *step.
+int ReadWholeFile(const std::string& path, std::string* out, const char** step) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  if (step != nullptr) *step = "reading ";
+  FdCloser closer(fd);
+  out->clear();
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (n == 0) return 0;
+    out->append(buf, static_cast<size_t>(n));
+  }
+}
 
 }  // namespace
 
@@ -47,21 +66,12 @@ absl::Status ErrnoStatus(absl::string_view what, int err) {
   }
 }
 
+int ReadWholeFile(const std::string& path, std::string* out) { return ReadWholeFile(path, out, nullptr); }
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(absl::StrCat("opening ", path), errno);
-  FdCloser closer(fd);
   std::string out;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(absl::StrCat("reading ", path), errno);
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
+  const char* step = "opening ";
+  if (const int err = ReadWholeFile(path, &out, &step); err != 0) return ErrnoStatus(absl::StrCat(step, path), err);
   return out;
 }
 
@@ -88,9 +98,9 @@ absl::Status SyncDir(const std::string& dir) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileDurably(const std::string& path, absl::string_view contents) {
+absl::Status WriteFileDurably(const std::string& path, absl::string_view contents, int mode) {
   const std::string tmp = absl::StrCat(path, ".tmp");
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return ErrnoStatus(absl::StrCat("creating ", tmp), errno);
   {
     FdCloser closer(fd);
@@ -168,4 +178,4 @@ std::string DirName(const std::string& path) {
   return path.substr(0, slash);
 }
 
-}  // namespace medprof::agent
+}  // namespace medprof
