@@ -23,9 +23,11 @@
 // --max-readers N caps the store's reader connections (SqliteStoreOptions::max_readers);
 // --query-nice N sets the query threads' nice value (DomainOptions::query_nice; 0 = none) with
 // --concurrent-s; without it queries run on the calling thread, whose CPU time is printed.
+// --compare-cache N keeps N comparisons (DomainOptions::compare_cache_entries; 0 = every compare
+// computed).
 //
 //   medprof-query-bench [--runs N] [--iterations N] [--db PATH] [--check] [--concurrent-s S]
-//                       [--max-readers N] [--query-nice N]
+//                       [--max-readers N] [--query-nice N] [--compare-cache N]
 #include <algorithm>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -429,10 +431,11 @@ int Main(int argc, char** argv) {
     else if (a == "--concurrent-s" && i + 1 < argc) concurrent_s = std::atoi(argv[++i]);
     else if (a == "--max-readers" && i + 1 < argc) max_readers = std::atoi(argv[++i]);
     else if (a == "--query-nice" && i + 1 < argc) domain_options.query_nice = std::atoi(argv[++i]);
+    else if (a == "--compare-cache" && i + 1 < argc) domain_options.compare_cache_entries = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: medprof-query-bench [--runs N] [--iterations N] [--db PATH] [--check] [--concurrent-s S] "
-                   "[--max-readers N] [--query-nice N]\n");
+                   "[--max-readers N] [--query-nice N] [--compare-cache N]\n");
       return 2;
     }
   }
