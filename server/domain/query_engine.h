@@ -42,7 +42,8 @@
 // the studies' revisions are the ones it was computed at (compare_cache.h): the same answer,
 // without reading or computing it again; any write compare can see makes the next compare fresh.
 //
-// Every query runs on the domain's QueryPool (query_pool.h: lower CPU priority than writes).
+// Every query runs on the domain's QueryPool (query_pool.h: lower CPU priority than writes),
+// except a compare served from the cache, which costs a short read and a copy.
 //
 // Thread-safe (reads the store only; the cache has its own lock). Holds references into its
 // DomainCore; reports latencies to its MetricsSink.
@@ -55,6 +56,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/domain/call_context.h"
+#include "server/domain/compare.h"
 #include "server/domain/compare_cache.h"
 #include "server/domain/core.h"
 #include "server/domain/types.h"
@@ -77,7 +79,8 @@ class QueryEngine {
   const CompareCache& compare_cache() const { return cache_; }
 
  private:
-  absl::StatusOr<CompareResult> DoCompare(const CompareRequest& request);
+  // Computes a comparison (cache_ miss or a run filter) and keeps it under `key` ("" = not kept).
+  absl::StatusOr<CompareResult> MakeCompare(const CompareSpec& spec, const std::string& key);
   absl::StatusOr<KernelsResult> DoKernels(const KernelsRequest& request);
   absl::StatusOr<DiffResult> DoDiff(const DiffRequest& request);
   absl::StatusOr<TimelineResult> DoTimeline(const std::string& run_id);
