@@ -1,7 +1,7 @@
 // Output formats of the `medprof` CLI: every server response as a table, JSON or CSV.
 //
 // Each function turns one response message into the full text written to stdout (ending in
-// "\n"). JSON is one document with keys in a fixed order (schemas in client/README.md);
+// "\n"). JSON is one document with keys in a fixed order (schemas in docs/cli.md);
 // CSV is a header row plus one row per item (RFC 4180 quoting, see text_table.h); tables
 // are aligned columns for people. States print as lower-case words ("queued", "succeeded").
 // Times print in UTC ("2025-01-02 03:04:05Z"). No function reads the clock: callers pass

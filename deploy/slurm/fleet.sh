@@ -9,7 +9,7 @@
 # $HOME/.medprof/agent-%a.env, so agent-1.env ... agent-N.env); every one must exist before
 # anything is submitted. On whole-node partitions (Stampede3 h100) each task gets a node of its
 # own; on shared ones (Expanse gpu-shared) add --exclusive for one agent per node. Prints the
-# array's job id; `scancel ID` stops the whole fleet (each agent drains). deploy/README.md §4d.
+# array's job id; `scancel ID` stops the whole fleet (each agent drains). docs/deploy.md §4d.
 set -euo pipefail
 
 usage() { echo "usage: $0 N SCRIPT [SBATCH_OPTION...]  (N: 1..1000 agents)" >&2; exit 1; }

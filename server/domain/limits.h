@@ -6,7 +6,7 @@
 // "limit submissions_per_token_per_minute: 31 submissions in the last minute (allowed 30)",
 // through LimitExceeded() below (RESOURCE_EXHAUSTED for rates and totals) or a field error
 // (INVALID_ARGUMENT, "config.volume: 4096 is out of range (allowed 8..512)") for request
-// shapes. A unit test (tests/unit/common/request_limits_test.cc) holds server/README.md's
+// shapes. A unit test (tests/unit/common/request_limits_test.cc) holds docs/server.md's
 // table to these numbers.
 //
 // Header-only constants; thread-safe.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A real single-node Slurm for tests (Debian's slurm-wlm 22.05 + munge; ../shared/spec/slurm-ci.md
-# has what was seen working on machines like the CI machine, deploy/README.md §7 what is tested).
+# has what was seen working on machines like the CI machine, docs/deploy.md §7 what is tested).
 #
 #   tests/slurm/cluster.sh start DIR [GPUS]   # munged, slurmctld, slurmd; everything under DIR
 #   tests/slurm/cluster.sh stop DIR           # jobs cancelled, daemons ended by their pid files

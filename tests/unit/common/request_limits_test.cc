@@ -1,5 +1,5 @@
 // The limits the docs promise are the limits the code checks: every statement of a limit in
-// the proto comments and the READMEs is written here from common/request_limits.h (and the
+// the proto comments and the manuals (docs/server.md, docs/cli.md) is written here from common/request_limits.h (and the
 // server's own server/domain/limits.h) and must appear, word for word, in its file. Changing
 // a limit without its docs fails here, naming the file and the sentence to write.
 #include "common/request_limits.h"
@@ -68,7 +68,7 @@ std::vector<Statement> ProtoStatements() {
 }
 
 std::vector<Statement> ReadmeStatements() {
-  const std::string server = "server/README.md", client = "client/README.md", queries = "docs/queries.md";
+  const std::string server = "docs/server.md", client = "docs/cli.md", queries = "docs/queries.md";
   return {
       {server, absl::StrCat("| study name / cancel reason / agent name / ids | ", kMaxStudyNameChars, " / ",
                             kMaxCancelReasonChars, " / ", kMaxAgentNameChars, " / ", kMaxIdChars, " characters |")},
