@@ -5,59 +5,9 @@
 // (other copies, dtype casts, concatenation, gathers, memcpy), reduction, softmax, optimizer,
 // upsample, memset (memset and constant fills), other.
 //
-// ClassifyKernel(kernel_name, op_name) applies three rules, in order:
-//   1. The kernel's NAME says layout conversion, memcpy or memset: that category, whatever op
-//      launched it. Layout = the function name (not its arguments) holds a format-to-format
-//      transform (nchwToNhwc, nhwcToNchw, ncdhwToNdhwc, nhwcToFoldedNhwc, ...), an
-//      add/remove-padding kernel, tensorTransform or convertTensor. A bare "nhwc"/"nchw" is NOT
-//      layout: cuDNN convolution names contain them (…_nhwckrsc_nhwc…, …_nhwc2nchw_tn_v1).
-//      memcpy anywhere in the name -> copy ("[CUDA memcpy HtoD]", "Memcpy DtoD (Device ->
-//      Device)"); memset -> memset.
-//   2. Otherwise the LibTorch op decides (see ClassifyOp), when it says something.
-//      op_name is the innermost op the kernel ran under, or the op stack, outermost first,
-//      joined by " > " ("Optimizer.step#Adam.step > aten::_foreach_mul_"). With a stack:
-//        - any op that is `optimizer` (Optimizer.*, aten::_foreach_*, *adam*, *sgd*) makes the
-//          kernel `optimizer` (everything under Optimizer.step is optimizer work);
-//        - otherwise the innermost op that says something decides, walking outwards;
-//        - memory-format conversion: if that op is a copy (aten::copy_, clone, to, _to_copy, ...)
-//          or no op says anything, and some op in the stack says it is a format conversion,
-//          the kernel is `layout`. An op says so when it is aten::contiguous (it copies only to
-//          change strides, i.e. the layout) or when its name carries the target format
-//          ("channels_last", "memory_format": e.g. a range the worker pushes around its own
-//          conversions). aten::to / _to_copy / copy_ / clone alone are `copy` (dtype casts,
-//          device moves and plain copies look the same by name).
-//      So GroupNorm's apply/elementwise kernels under aten::native_group_norm are `norm`, and a
-//      direct_copy kernel under aten::cat is `copy`.
-//   3. Otherwise the kernel NAME decides by family (demangled first when it is mangled, `_Z…`);
-//      the first match wins:
-//        other       NCCL (nccl*): collectives are not model work ("AllReduce" is no reduction)
-//        Triton      triton_poi_* elementwise, triton_red_*/triton_per_* reduction,
-//                    triton_for_* optimizer (foreach), triton_tem_* by template (conv / mm)
-//        norm        medprof_*group_norm* (our own fused kernels)
-//        gemm        fused attention (flash_fwd/bwd, fmha, sdpa, *attention*): tensor-core
-//                    matmuls dominate and there is no attention category
-//        conv        fprop/dgrad/wgrad, implicit_gemm, *convolve*, winograd, cudnn::cnn::,
-//                    cask_cudnn, cuDNN's legacy <arch>_[s|h|i]<mma>cudnn_* names, cuDNN FFT
-//                    (fft2d_/fft3d_), im2col/vol2col, any "conv" not followed by 'e' (convert)
-//        norm        group/layer/batch/instance/rms norm, RowwiseMoments, *FusedParams,
-//                    ComputeInternalGradients, GammaBeta*, cuDNN bn_fw/bn_bw
-//        softmax     *softmax*
-//        upsample    upsample, interpolat*, grid_sampler
-//        optimizer   multi_tensor_apply, fused Adam/SGD functors, lpnorm_cleanup (_foreach_norm)
-//        gemm        gemm, gemv, nvjet, cutlass, cublas, splitKreduce, matmul
-//        reduction   function name with reduce/reduction/nll_loss, unless it is a backward
-//                    kernel (the gradient of a reduction is a broadcast or a scatter) or says
-//                    no_reduce (nll_loss with reduction='none' is a per-sample gather)
-//        norm        welford (apex SyncBN); after reduction so ATen's WelfordOps reduce_kernel
-//                    (var/std) stays a reduction
-//        copy/other  gather/scatter/index kernels: copy, or other when they accumulate
-//                    (ReduceAdd, ...)
-//        copy        direct_copy, *copy_kernel*, CatArrayBatchedCopy, concat, reflection/
-//                    replication padding
-//        memset      FillFunctor, fill_kernel
-//        elementwise elementwise/vectorized/unrolled/functor kernels, pointwise, dropout, cuDNN
-//                    activation/add_tensor/scalePackedTensor/op-tensor kernels
-//        other       anything else
+// ClassifyKernel(kernel_name, op_name) applies three rules in order — the kernel name when it
+// says layout, memcpy or memset; else the LibTorch op (stack) when it says something; else the
+// kernel name by family — written out in full in docs/taxonomy.md, which this code must match.
 //
 // No LibTorch or CUDA dependency: the worker, the server's ncu importer, compare and the CLI
 // (`medprof kernels classify`) all use it. Pure functions; thread-safe.

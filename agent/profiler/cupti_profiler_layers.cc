@@ -83,9 +83,8 @@ absl::Status CuptiProfiler::AfterMeasurement(const StepRunner& run, const Progre
   MEDPROF_RETURN_IF_ERROR(RunPmWindow(run, progress));
   if (!options_.metrics.enabled) return absl::OkStatus();
   // The metrics layer's steps run without the activity trace, as Nsight Compute runs the worker
-  // (--no-trace): the replayed kernels run with nothing else instrumenting them (on the H200 a
-  // 58 us convolution read 3-13 % longer here, traced, than under Nsight Compute, untraced), and
-  // their replays leave no records. Their launches are found by the callback API, which stays on.
+  // (--no-trace): the replayed kernels run with nothing else instrumenting them, and their
+  // replays leave no records. Their launches are found by the callback API, which stays on.
   if (absl::Status s = cupti_->Pause(); !s.ok()) {
     kLog.Warn("trace pause before the metrics layer (it runs with the trace on): {}", s.ToString());
   }

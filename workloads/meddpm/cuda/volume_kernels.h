@@ -1,20 +1,18 @@
 // Channels-last volume kernels for the Med-DDPM U-Net's fused preset (opt3), beside the fused
 // GroupNorm (group_norm_kernels.h). Plain CUDA, no LibTorch: the autograd glue lives in
-// ../fused_volume_ops.cc. Found with medprof's own trace of opt3 on the H200
-// (bench/results/h200-fused-2026-12-03.md):
+// ../fused_volume_ops.cc. Why these two (the measurements that chose them):
+// bench/results/h200-fused-*.md.
 //
 // 1. Trilinear x2 upsample (align_corners false), forward and backward, on NDHWC data in the
-//    data's own dtype (FP32 math). LibTorch runs it through a channels-first kernel in FP32
-//    under BF16 autocast: 4.6 ms forward + 2.7 ms backward per train step at 128^3, plus the
-//    casts around it. Forward: one thread per 4 output channels of one voxel, 8 taps, the same
+//    data's own dtype (FP32 math), where LibTorch goes through a channels-first FP32 kernel and
+//    casts under BF16 autocast. Forward: one thread per 4 output channels of one voxel, 8 taps, the same
 //    weights and the same evaluation order as LibTorch's kernel (so FP32 results match it).
 //    Backward: a gather (no atomics, deterministic): each input voxel sums the 4 x 4 x 4 output
 //    voxels whose interpolation reads it, with the forward's own weights.
 //
 // 2. The backward of a kernel-3, stride-1, padding-1 Conv3d with few output channels (the
-//    U-Net's head: 64 -> 1). cuDNN's channels-last BF16 weight gradient for one output filter is
-//    a direct kernel of 27-34 ms per step on the H200 (channels-first is no better), a quarter of
-//    the whole step, for a memory-bound pass over the input. With q a voxel, t = (kd, kh, kw) a
+//    U-Net's head: 64 -> 1), whose weight gradient for one output filter is a memory-bound pass
+//    over the input that cuDNN runs as a slow direct kernel. With q a voxel, t = (kd, kh, kw) a
 //    tap, off_t = t - 1 and dy zero outside the volume:
 //        dW[o, c, t] = sum_q x[q, c] * dy[q - off_t, o]
 //        dx[q, c]    = sum_{o, t} W[o, c, t] * dy[q - off_t, o]
