@@ -97,16 +97,17 @@ absl::Status MetricsLayer::Measure(const StepRunner& run, const ProgressFn& prog
     notes_.push_back(absl::StrCat("dropped ", d.name, ": ", d.reason));
   }
   const std::vector<KernelTarget> kernels = CoreChoice(signatures);
+  const std::vector<KernelTarget> detail_kernels = DetailChoice(signatures);
   Session detail = session;
   AddTargets(kernels, &session);
-  AddTargets(DetailChoice(signatures), &detail);
+  AddTargets(detail_kernels, &detail);
   progress("metrics", 0, 2,
            absl::StrCat("metrics layer: ", kernels.size(), " kernels, ", session.targets.size(), " signatures (",
                         detail.targets.size(), " in detail) on ", session.base.chip, " (", CounterApiName(api_),
                         ")"));
   if (!session.targets.empty()) {
     MEDPROF_RETURN_IF_ERROR(ProfileSignatures(run, session, detail, cat, host.get()));
-    Aggregate(signatures, cat);
+    Aggregate(signatures, kernels, detail_kernels, cat);
   }
   progress("metrics", 1, 2, "metrics layer: phase ranges");
   MEDPROF_RETURN_IF_ERROR(ProfilePhases(run, session.base, cat));
@@ -279,7 +280,8 @@ void MetricsLayer::StoreMedians(const Session& session, const LaunchPicker& pick
             session.targets.size() - missing, session.targets.size(), metrics.size());
 }
 
-void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const ResolvedCatalog& catalog) {
+void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const std::vector<KernelTarget>& core,
+                             const std::vector<KernelTarget>& detail, const ResolvedCatalog& catalog) {
   std::map<std::string, std::string> units = {{"dram_bytes", "bytes"}};
   for (const ResolvedMetric& m : catalog.metrics) units[m.name] = m.unit;
   const auto is_counter = [&units](const std::string& name) {
@@ -288,10 +290,10 @@ void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const Resol
   };
   const double steps = std::max(1, signatures.steps());
   std::map<std::string, int64_t> detail_ns;  // kernel -> trace time of its detail-tier signatures
-  for (const KernelTarget& k : DetailChoice(signatures)) {
+  for (const KernelTarget& k : detail) {
     for (const v1::KernelSignature* s : k.chosen) detail_ns[k.kernel] += s->total_ns();
   }
-  for (const KernelTarget& k : CoreChoice(signatures)) {
+  for (const KernelTarget& k : core) {
     std::vector<aggregate::SignatureSample> samples;
     for (const v1::KernelSignature* s : k.chosen) {
       auto it = signature_metrics_.find(s->id());

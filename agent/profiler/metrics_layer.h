@@ -98,7 +98,9 @@ class MetricsLayer {
   absl::Status RunPicker(const StepRunner& run, CounterSession* target, LaunchPicker* picker);
   void StoreMedians(const Session& session, const LaunchPicker& picker, const std::vector<ResolvedMetric>& metrics,
                     const std::vector<RangeValues>& ranges, const std::string& label);
-  void Aggregate(const v1::KernelSignatures& signatures, const ResolvedCatalog& catalog);
+  // Each core kernel's aggregate of its measured signatures, with its coverage of both tiers.
+  void Aggregate(const v1::KernelSignatures& signatures, const std::vector<KernelTarget>& core,
+                 const std::vector<KernelTarget>& detail, const ResolvedCatalog& catalog);
   absl::Status ProfilePhases(const StepRunner& run, const CounterSessionOptions& base, const ResolvedCatalog& catalog);
 
   const GpuInfo gpu_;
