@@ -1,5 +1,6 @@
 #include "agent/agent/nvml_probe.h"
 
+#include <memory>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -14,11 +15,11 @@ class NvmlProbe final : public GpuProbe {
 
   absl::StatusOr<std::vector<v1::Device>> Probe() override {
     std::lock_guard<std::mutex> lock(mu_);
-    absl::StatusOr<nvml::Library> lib = nvml::Library::Load(nvml::kInventory, library_);
+    absl::StatusOr<std::unique_ptr<nvml::Library>> lib = nvml::Library::Load(nvml::kInventory, library_);
     if (!lib.ok()) return lib.status();
-    absl::StatusOr<nvml::Session> session = nvml::Session::Start(lib->api());
+    absl::StatusOr<std::unique_ptr<nvml::Session>> session = nvml::Session::Start((*lib)->api());
     if (!session.ok()) return session.status();
-    return ReadDevices(lib->api());
+    return ReadDevices((*lib)->api());
   }
 
  private:

@@ -2,8 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <memory>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "absl/strings/str_join.h"
@@ -56,45 +56,29 @@ absl::Status RequireEntryPoints(const Api& api, Use use, const std::string& libr
                                              " entry points (driver too old?): ", absl::StrJoin(missing, ", ")));
 }
 
-absl::StatusOr<Library> Library::Load(Use use, const std::string& path) {
+absl::StatusOr<std::unique_ptr<Library>> Library::Load(Use use, const std::string& path) {
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = ::dlerror();
     return absl::NotFoundError(
         absl::StrCat("no NVIDIA driver: cannot load ", path, " (", err ? err : "unknown dlopen error", ")"));
   }
-  Library lib(handle, Api{});  // owns the handle from here on, on every path
-  ForEachEntryPoint(lib.api_, [handle](auto& member, const char* symbol, unsigned) {
+  std::unique_ptr<Library> lib(new Library(handle));  // owns the handle from here on, on every path
+  ForEachEntryPoint(lib->api_, [handle](auto& member, const char* symbol, unsigned) {
     using Fn = std::remove_reference_t<decltype(member)>;
     if (member == nullptr) member = reinterpret_cast<Fn>(::dlsym(handle, symbol));
   });
-  if (absl::Status s = RequireEntryPoints(lib.api_, use, path); !s.ok()) return s;
+  if (absl::Status s = RequireEntryPoints(lib->api_, use, path); !s.ok()) return s;
   return lib;
 }
 
-Library::Library(Library&& other) noexcept
-    : handle_(std::exchange(other.handle_, nullptr)), api_(std::exchange(other.api_, Api{})) {}
+Library::~Library() { ::dlclose(handle_); }
 
-Library& Library::operator=(Library&& other) noexcept {
-  if (this != &other) {
-    if (handle_ != nullptr) ::dlclose(handle_);
-    handle_ = std::exchange(other.handle_, nullptr);
-    api_ = std::exchange(other.api_, Api{});
-  }
-  return *this;
-}
-
-Library::~Library() {
-  if (handle_ != nullptr) ::dlclose(handle_);
-}
-
-absl::StatusOr<Session> Session::Start(const Api& api) {
+absl::StatusOr<std::unique_ptr<Session>> Session::Start(const Api& api) {
   MEDPROF_NVML_CALL(api, Init());
-  return Session(&api);
+  return std::unique_ptr<Session>(new Session(api));
 }
 
-Session::~Session() {
-  if (api_ != nullptr) api_->Shutdown();
-}
+Session::~Session() { api_.Shutdown(); }
 
 }  // namespace medprof::nvml

@@ -15,9 +15,10 @@
 //   "NVML GetCount(&count) failed: Driver Not Loaded (9)".
 //
 // Threads: Api and Library are immutable after Load, so they may be read from any thread;
-// NVML itself is thread-safe after Init. Session is thread-compatible (one owner).
+// NVML itself is thread-safe after Init. Session has one owner.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -84,16 +85,14 @@ struct Api {
 absl::Status RequireEntryPoints(const Api& api, Use use, const std::string& library = "NVML library");
 
 // An opened NVML library with its entry points resolved. Owns the dlopen handle (closed by the
-// destructor; never handed out). Move-only.
+// destructor; never handed out). Neither copied nor moved, so api() stays put.
 class Library {
  public:
   // dlopen(path) + dlsym of every entry point in the table. NOT_FOUND "no NVIDIA driver: cannot
   // load <path> (<dlerror>)" when the library cannot be opened; UNAVAILABLE (see
   // RequireEntryPoints) when an entry point `use` requires is missing.
-  static absl::StatusOr<Library> Load(Use use, const std::string& path = kLibrary);
+  static absl::StatusOr<std::unique_ptr<Library>> Load(Use use, const std::string& path = kLibrary);
 
-  Library(Library&& other) noexcept;
-  Library& operator=(Library&& other) noexcept;
   Library(const Library&) = delete;
   Library& operator=(const Library&) = delete;
   ~Library();
@@ -102,27 +101,25 @@ class Library {
   const Api& api() const { return api_; }
 
  private:
-  Library(void* handle, const Api& api) : handle_(handle), api_(api) {}
-  void* handle_ = nullptr;
+  explicit Library(void* handle) : handle_(handle) {}
+  void* const handle_;
   Api api_;
 };
 
 // NVML initialised: Start calls Init (checked), the destructor calls Shutdown. `api` must
-// outlive the Session. Move-only.
+// outlive the Session. Neither copied nor moved.
 class Session {
  public:
   // Errors: UNAVAILABLE "NVML Init() failed: <NVML's text> (<code>)"; nothing to shut down then.
-  static absl::StatusOr<Session> Start(const Api& api);
+  static absl::StatusOr<std::unique_ptr<Session>> Start(const Api& api);
 
-  Session(Session&& other) noexcept : api_(other.api_) { other.api_ = nullptr; }
-  Session& operator=(Session&&) = delete;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
   ~Session();
 
  private:
-  explicit Session(const Api* api) : api_(api) {}
-  const Api* api_;
+  explicit Session(const Api& api) : api_(api) {}
+  const Api& api_;
 };
 
 }  // namespace medprof::nvml

@@ -63,15 +63,15 @@ absl::StatusOr<GpuClocks> ReadDevice(const nvml::Api& api, const std::string& uu
 
 absl::StatusOr<GpuClocks> ReadGpuClocks(const nvml::Api& api, const std::string& uuid) {
   if (absl::Status s = nvml::RequireEntryPoints(api, nvml::kClocks); !s.ok()) return s;
-  absl::StatusOr<nvml::Session> session = nvml::Session::Start(api);
+  absl::StatusOr<std::unique_ptr<nvml::Session>> session = nvml::Session::Start(api);
   if (!session.ok()) return session.status();
   return ReadDevice(api, uuid);
 }
 
 absl::StatusOr<GpuClocks> SampleGpuClocks(const std::string& uuid, const std::string& library) {
-  absl::StatusOr<nvml::Library> lib = nvml::Library::Load(nvml::kClocks, library);
+  absl::StatusOr<std::unique_ptr<nvml::Library>> lib = nvml::Library::Load(nvml::kClocks, library);
   if (!lib.ok()) return lib.status();
-  return ReadGpuClocks(lib->api(), uuid);
+  return ReadGpuClocks((*lib)->api(), uuid);
 }
 
 std::string ThrottleReasonNames(uint64_t mask) {
