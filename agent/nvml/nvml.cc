@@ -52,8 +52,9 @@ absl::Status RequireEntryPoints(const Api& api, Use use, const std::string& libr
     if (member == nullptr && (required_by & use) != 0) missing.push_back(symbol);
   });
   if (missing.empty()) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat(library, " lacks the ", UseName(use),
-                                             " entry points (driver too old?): ", absl::StrJoin(missing, ", ")));
+  return absl::UnavailableError(
+      absl::StrCat(library, " lacks the ", UseName(use),
+                   " entry points (driver too old?): ", absl::StrJoin(missing, ", ")));
 }
 
 absl::StatusOr<std::unique_ptr<Library>> Library::Load(Use use, const std::string& path) {

@@ -30,7 +30,8 @@ std::string ReadFile(const std::filesystem::path& path) {
 }
 
 TEST(NvmlLibraryTest, AbsentLibraryIsNotFoundWithItsName) {
-  absl::StatusOr<std::unique_ptr<Library>> lib = Library::Load(kInventory, "libnvidia-ml-medprof-absent.so.1");
+  absl::StatusOr<std::unique_ptr<Library>> lib =
+      Library::Load(kInventory, "libnvidia-ml-medprof-absent.so.1");
   EXPECT_THAT(lib, StatusIs(absl::StatusCode::kNotFound,
                             HasSubstr("no NVIDIA driver: cannot load libnvidia-ml-medprof-absent.so.1 (")));
 }
@@ -42,7 +43,8 @@ TEST(NvmlLibraryTest, LibraryWithoutNvmlNamesEveryMissingEntryPoint) {
                             HasSubstr("libz.so.1 lacks the inventory entry points (driver too old?): "
                                       "nvmlInit_v2, nvmlShutdown, nvmlErrorString, ")));
   EXPECT_THAT(lib, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("nvmlDeviceGetMemoryInfo")));
-  EXPECT_THAT(lib, StatusIs(absl::StatusCode::kUnavailable, ::testing::Not(HasSubstr("nvmlDeviceGetEccMode"))));
+  EXPECT_THAT(lib,
+              StatusIs(absl::StatusCode::kUnavailable, ::testing::Not(HasSubstr("nvmlDeviceGetEccMode"))));
 }
 
 TEST(NvmlLibraryTest, FakeNvmlServesTheInventoryButNotTheClocks) {

@@ -1,5 +1,6 @@
 // agent/worker/gpu_clocks: the reader over a fake NVML function table, the reason names, the
-// environment fields, and the real dlopen path where the library is absent.
+// environment fields, the real loader where the library is absent or is not NVML, and the
+// fake NVML library.
 #include "agent/worker/gpu_clocks.h"
 
 #include <string>
@@ -235,7 +236,8 @@ TEST(GpuClocksTest, SamplingLoadsThroughTheSharedNvmlTable) {
 TEST(GpuClocksTest, LibraryWithoutNvmlSymbolsIsRejected) {
   // libz is present wherever this builds (protobuf needs it) and has no NVML entry points.
   absl::StatusOr<GpuClocks> c = SampleGpuClocks("", "libz.so.1");
-  EXPECT_THAT(c, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("libz.so.1 lacks the clock entry points")));
+  EXPECT_THAT(c,
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("libz.so.1 lacks the clock entry points")));
   EXPECT_THAT(c, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("nvmlInit_v2")));
 }
 
