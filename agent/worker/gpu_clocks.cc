@@ -1,7 +1,5 @@
 #include "agent/worker/gpu_clocks.h"
 
-#include <dlfcn.h>
-
 #include <array>
 #include <utility>
 
@@ -26,7 +24,7 @@ constexpr std::array<std::pair<uint64_t, const char*>, 9> kReasons = {{
 
 uint32_t MilliwattsToWatts(unsigned mw) { return static_cast<uint32_t>((mw + 500u) / 1000u); }
 
-absl::StatusOr<GpuClocks> ReadDevice(const NvmlClockApi& api, const std::string& uuid) {
+absl::StatusOr<GpuClocks> ReadDevice(const nvml::Api& api, const std::string& uuid) {
   nvml::Device dev = nullptr;
   if (!uuid.empty() && api.GetHandleByUuid != nullptr) {
     MEDPROF_NVML_CALL(api, GetHandleByUuid(uuid.c_str(), &dev));
@@ -61,61 +59,19 @@ absl::StatusOr<GpuClocks> ReadDevice(const NvmlClockApi& api, const std::string&
   return c;
 }
 
-template <typename Fn>
-void Sym(void* handle, const char* name, Fn* out) {
-  if (*out == nullptr) *out = reinterpret_cast<Fn>(::dlsym(handle, name));
-}
-
 }  // namespace
 
-absl::StatusOr<GpuClocks> ReadGpuClocks(const NvmlClockApi& api, const std::string& uuid) {
-  if (api.Init == nullptr || api.Shutdown == nullptr || api.GetClockInfo == nullptr) {
-    return absl::UnavailableError("NVML library lacks nvmlInit_v2, nvmlShutdown or nvmlDeviceGetClockInfo");
-  }
-  MEDPROF_NVML_CALL(api, Init());
-  absl::StatusOr<GpuClocks> out = ReadDevice(api, uuid);
-  api.Shutdown();
-  return out;
-}
-
-absl::Status LoadNvmlClockApi(const std::string& library, NvmlClockApi* api, void** handle) {
-  *api = NvmlClockApi{};
-  *handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (*handle == nullptr) {
-    const char* err = ::dlerror();
-    return absl::NotFoundError(absl::StrCat("no NVIDIA driver: cannot load ", library, " (",
-                                            err ? err : "unknown dlopen error", ")"));
-  }
-  void* h = *handle;
-  Sym(h, "nvmlInit_v2", &api->Init);
-  Sym(h, "nvmlShutdown", &api->Shutdown);
-  Sym(h, "nvmlErrorString", &api->ErrorString);
-  Sym(h, "nvmlDeviceGetHandleByUUID", &api->GetHandleByUuid);
-  Sym(h, "nvmlDeviceGetHandleByIndex_v2", &api->GetHandleByIndex);
-  Sym(h, "nvmlDeviceGetClockInfo", &api->GetClockInfo);
-  Sym(h, "nvmlDeviceGetMaxClockInfo", &api->GetMaxClockInfo);
-  Sym(h, "nvmlDeviceGetEnforcedPowerLimit", &api->GetEnforcedPowerLimit);
-  Sym(h, "nvmlDeviceGetPowerUsage", &api->GetPowerUsage);
-  Sym(h, "nvmlDeviceGetTemperature", &api->GetTemperature);
-  Sym(h, "nvmlDeviceGetCurrentClocksEventReasons", &api->GetEventReasons);
-  Sym(h, "nvmlDeviceGetCurrentClocksThrottleReasons", &api->GetEventReasons);
-  if (api->Init == nullptr || api->Shutdown == nullptr || api->ErrorString == nullptr ||
-      api->GetClockInfo == nullptr || (api->GetHandleByUuid == nullptr && api->GetHandleByIndex == nullptr)) {
-    ::dlclose(h);
-    *handle = nullptr;
-    *api = NvmlClockApi{};
-    return absl::UnavailableError(absl::StrCat(library, " lacks the clock entry points (driver too old?)"));
-  }
-  return absl::OkStatus();
+absl::StatusOr<GpuClocks> ReadGpuClocks(const nvml::Api& api, const std::string& uuid) {
+  if (absl::Status s = nvml::RequireEntryPoints(api, nvml::kClocks); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<nvml::Session>> session = nvml::Session::Start(api);
+  if (!session.ok()) return session.status();
+  return ReadDevice(api, uuid);
 }
 
 absl::StatusOr<GpuClocks> SampleGpuClocks(const std::string& uuid, const std::string& library) {
-  NvmlClockApi api;
-  void* handle = nullptr;
-  if (absl::Status s = LoadNvmlClockApi(library, &api, &handle); !s.ok()) return s;
-  absl::StatusOr<GpuClocks> out = ReadGpuClocks(api, uuid);
-  ::dlclose(handle);
-  return out;
+  absl::StatusOr<std::unique_ptr<nvml::Library>> lib = nvml::Library::Load(nvml::kClocks, library);
+  if (!lib.ok()) return lib.status();
+  return ReadGpuClocks((*lib)->api(), uuid);
 }
 
 std::string ThrottleReasonNames(uint64_t mask) {

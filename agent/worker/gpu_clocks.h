@@ -1,12 +1,12 @@
 // The GPU's operating state for a run's environment: SM and memory clocks (current and
 // maximum), the enforced power cap, power draw, temperature and the clock-event ("throttle")
-// reasons, read through NVML loaded at run time (dlopen("libnvidia-ml.so.1"); the worker links
-// no NVML and starts without a driver). The worker reads it when the run starts, after the
+// reasons, read through NVML loaded at run time (agent/nvml; the worker links no NVML and
+// starts without a driver). The worker reads it when the run starts, after the
 // model is on the GPU, and stores it in RunStarted.environment (sm_clock_mhz, mem_clock_mhz,
 // power_limit_w, throttle_reasons; the rest in environment.extra). A power cap below the
 // GPU's default, a locked clock or an active thermal/power reason explains a slow run.
 //
-// NvmlClockApi is the seam: LoadNvmlClockApi fills it from the real library, tests fill it with
+// nvml::Api is the seam: nvml::Library fills it from the real library, tests fill it with
 // fakes. When NVML is missing or the device has no clock data (MIG, some vGPUs) the fields
 // stay empty and environment.extra["gpu_clocks_unavailable"] says why. Pure functions apart
 // from SampleGpuClocks (which loads and unloads the library); thread-compatible.
@@ -16,7 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "agent/agent/nvml_call.h"
+#include "agent/nvml/nvml.h"
 #include "medprof/v1/workload.pb.h"
 
 namespace medprof::worker {
@@ -33,35 +33,15 @@ struct GpuClocks {
   uint64_t throttle_reasons = 0;   // nvmlClocksEventReasons bit mask
 };
 
-// The NVML entry points the reader calls. Required: Init, Shutdown, ErrorString, GetClockInfo
-// and one of GetHandleByUuid / GetHandleByIndex. The others may be null (older drivers).
-struct NvmlClockApi {
-  nvml::Return (*Init)() = nullptr;
-  nvml::Return (*Shutdown)() = nullptr;
-  const char* (*ErrorString)(nvml::Return) = nullptr;
-  nvml::Return (*GetHandleByUuid)(const char*, nvml::Device*) = nullptr;
-  nvml::Return (*GetHandleByIndex)(unsigned, nvml::Device*) = nullptr;
-  nvml::Return (*GetClockInfo)(nvml::Device, unsigned, unsigned*) = nullptr;
-  nvml::Return (*GetMaxClockInfo)(nvml::Device, unsigned, unsigned*) = nullptr;
-  nvml::Return (*GetEnforcedPowerLimit)(nvml::Device, unsigned*) = nullptr;  // mW
-  nvml::Return (*GetPowerUsage)(nvml::Device, unsigned*) = nullptr;          // mW
-  nvml::Return (*GetTemperature)(nvml::Device, unsigned, unsigned*) = nullptr;
-  // nvmlDeviceGetCurrentClocksEventReasons (drivers >= 535), else the older
-  // nvmlDeviceGetCurrentClocksThrottleReasons: the same bits.
-  nvml::Return (*GetEventReasons)(nvml::Device, unsigned long long*) = nullptr;
-};
-
 // Reads the GPU whose NVML UUID is `uuid` ("GPU-xxxxxxxx-...", as the CUDA runtime reports
 // it; CUDA_VISIBLE_DEVICES renumbers devices, UUIDs stay). An empty `uuid` reads device 0.
-// Calls Init and Shutdown. Errors: UNAVAILABLE naming the NVML call that failed.
-absl::StatusOr<GpuClocks> ReadGpuClocks(const NvmlClockApi& api, const std::string& uuid);
+// Entry points: those nvml::kClocks requires, and one of GetHandleByUuid / GetHandleByIndex;
+// the others may be null (older drivers, vGPUs). Calls Init and Shutdown. Errors: UNAVAILABLE
+// naming the missing entry point or the NVML call that failed.
+absl::StatusOr<GpuClocks> ReadGpuClocks(const nvml::Api& api, const std::string& uuid);
 
-// dlopen(library) + dlsym of the entry points. `*handle` receives the dlopen handle (close it
-// with dlclose). NOT_FOUND when the library cannot be loaded, UNAVAILABLE when a required
-// symbol is missing.
-absl::Status LoadNvmlClockApi(const std::string& library, NvmlClockApi* api, void** handle);
-
-// LoadNvmlClockApi + ReadGpuClocks + dlclose.
+// nvml::Library::Load(nvml::kClocks, library) + ReadGpuClocks; the library is closed again.
+// NOT_FOUND when the library cannot be loaded, UNAVAILABLE when an entry point is missing.
 absl::StatusOr<GpuClocks> SampleGpuClocks(const std::string& uuid,
                                           const std::string& library = nvml::kLibrary);
 

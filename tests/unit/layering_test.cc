@@ -28,8 +28,9 @@ const std::map<std::string, std::set<std::string>>& MayInclude() {
       {"common", {"common", "proto"}},
       {"workloads", {"workloads", "common"}},
       {"agent/profiler", {"agent/profiler", "workloads", "common", "proto"}},
-      {"agent/worker", {"agent/worker", "agent/profiler", "workloads", "common", "proto"}},
-      {"agent/agent", {"agent/agent", "common", "proto"}},
+      {"agent/nvml", {"agent/nvml"}},
+      {"agent/worker", {"agent/worker", "agent/profiler", "agent/nvml", "workloads", "common", "proto"}},
+      {"agent/agent", {"agent/agent", "agent/nvml", "common", "proto"}},
       {"client", {"client", "common", "proto"}},
       {"server/store", {"server/store", "common", "proto"}},
       {"server/domain", {"server/domain", "server/store", "common", "proto"}},
@@ -62,9 +63,6 @@ const std::map<std::pair<std::string, std::string>, std::string>& Exceptions() {
   static const std::map<std::pair<std::string, std::string>, std::string> allowed = {
       // The one gRPC <-> absl conversion, header-only for the targets that link gRPC.
       {{"common/grpc_status.h", "grpcpp/support/status.h"}, "common's gRPC status conversion"},
-      // The worker's NVML clock sampler shares the daemon's checked-call macro until NVML gets
-      // a library of its own (issue 19, item 4).
-      {{"agent/worker/gpu_clocks.h", "agent/agent/nvml_call.h"}, "NVML shared until its own library"},
   };
   return allowed;
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 
 #include "agent/agent/host_facts.h"
@@ -54,6 +55,37 @@ InventoryInputs Inputs() {
   in.nvidia_params_path =
       WriteTemp("params", "ResmanDebugLevel: 4294967295\nRmProfilingAdminOnly: 0\nEnableMSI: 1\n");
   return in;
+}
+
+// The real probe over the fake NVML of the Slurm tests (tests/slurm/fake_nvml.cc), loaded
+// through agent/nvml like the driver's library: every device field it answers, and the
+// optional entry points it lacks (MIG, ECC, attributes) left unset.
+TEST(InventoryTest, NvmlProbeReadsEveryDeviceOfTheFakeDriver) {
+  ::setenv("MEDPROF_FAKE_NVML_GPUS", "2", 1);
+  absl::StatusOr<std::vector<v1::Device>> probed = MakeNvmlProbe(MEDPROF_FAKE_NVML)->Probe();
+  ::unsetenv("MEDPROF_FAKE_NVML_GPUS");
+  ASSERT_TRUE(probed.ok()) << probed.status();
+  ASSERT_EQ(probed->size(), 2u);
+  const v1::Device& d = (*probed)[1];
+  EXPECT_EQ(d.index(), 1);
+  EXPECT_EQ(d.kind(), "cuda");
+  EXPECT_EQ(d.name(), "medprof fake GPU");
+  EXPECT_EQ(d.uuid(), "GPU-fake0000-0000-0000-0000-000000000001");
+  EXPECT_EQ(d.compute_capability(), "9.0");
+  EXPECT_EQ(d.memory_bytes(), 1ull << 30);
+  EXPECT_EQ(d.driver_version(), "999.99-fake");
+  EXPECT_EQ(d.cuda_driver_version(), "13.0");
+  EXPECT_FALSE(d.mig_enabled());
+  EXPECT_FALSE(d.ecc_enabled());
+  EXPECT_EQ(d.sm_count(), 0);
+}
+
+TEST(InventoryTest, NvmlProbeReportsAFailedInit) {
+  ::unsetenv("MEDPROF_FAKE_NVML_GPUS");  // the fake then answers like a machine without a driver
+  absl::StatusOr<std::vector<v1::Device>> probed = MakeNvmlProbe(MEDPROF_FAKE_NVML)->Probe();
+  ASSERT_FALSE(probed.ok());
+  EXPECT_EQ(probed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(probed.status().message()), HasSubstr("NVML Init() failed: Driver Not Loaded"));
 }
 
 TEST(InventoryTest, WithoutNvmlTheAgentOffersTheCpu) {

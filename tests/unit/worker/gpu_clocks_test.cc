@@ -1,5 +1,6 @@
 // agent/worker/gpu_clocks: the reader over a fake NVML function table, the reason names, the
-// environment fields, and the real dlopen path where the library is absent.
+// environment fields, the real loader where the library is absent or is not NVML, and the
+// fake NVML library.
 #include "agent/worker/gpu_clocks.h"
 
 #include <string>
@@ -84,8 +85,8 @@ nvml::Return FakeReasons(nvml::Device, unsigned long long* r) {
   return nvml::kSuccess;
 }
 
-NvmlClockApi FullApi() {
-  NvmlClockApi a;
+nvml::Api FullApi() {
+  nvml::Api a;
   a.Init = FakeInit;
   a.Shutdown = FakeShutdown;
   a.ErrorString = FakeErrorString;
@@ -146,7 +147,7 @@ TEST(GpuClocksTest, InitFailureIsReportedAndNothingIsShutDown) {
 TEST(GpuClocksTest, OptionalCallsMissingOrNotSupportedLeaveZeros) {
   Reset();
   g.power_rc = nvml::kErrorNotSupported;  // a vGPU without power data
-  NvmlClockApi a = FullApi();
+  nvml::Api a = FullApi();
   a.GetMaxClockInfo = nullptr;
   a.GetPowerUsage = nullptr;
   a.GetTemperature = nullptr;
@@ -162,7 +163,7 @@ TEST(GpuClocksTest, OptionalCallsMissingOrNotSupportedLeaveZeros) {
 
 TEST(GpuClocksTest, MissingRequiredEntryPointIsUnavailable) {
   Reset();
-  NvmlClockApi a = FullApi();
+  nvml::Api a = FullApi();
   a.GetClockInfo = nullptr;
   EXPECT_THAT(ReadGpuClocks(a, g.uuid),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("nvmlDeviceGetClockInfo")));
@@ -198,7 +199,7 @@ TEST(GpuClocksTest, ReadingFillsTheEnvironment) {
 
 TEST(GpuClocksTest, UnknownReasonsStayEmptyRatherThanNone) {
   Reset();
-  NvmlClockApi a = FullApi();
+  nvml::Api a = FullApi();
   a.GetEventReasons = nullptr;
   v1::Environment env;
   FillGpuClockEnvironment(ReadGpuClocks(a, g.uuid), "run start", &env);
@@ -224,15 +225,20 @@ TEST(GpuClocksTest, AbsentLibraryIsNotFoundWithTheLibraryName) {
                           HasSubstr("no NVIDIA driver: cannot load libnvidia-ml-medprof-absent.so.1")));
 }
 
+TEST(GpuClocksTest, SamplingLoadsThroughTheSharedNvmlTable) {
+  // The fake NVML of the Slurm tests has the inventory's entry points but no clocks; the
+  // shared loader (agent/nvml) names what the clock reader lacks.
+  EXPECT_THAT(SampleGpuClocks("", MEDPROF_FAKE_NVML),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("lacks the clock entry points (driver too old?): nvmlDeviceGetClockInfo")));
+}
+
 TEST(GpuClocksTest, LibraryWithoutNvmlSymbolsIsRejected) {
   // libz is present wherever this builds (protobuf needs it) and has no NVML entry points.
-  NvmlClockApi api;
-  void* handle = reinterpret_cast<void*>(0x1);
-  absl::Status s = LoadNvmlClockApi("libz.so.1", &api, &handle);
-  EXPECT_THAT(s,
+  absl::StatusOr<GpuClocks> c = SampleGpuClocks("", "libz.so.1");
+  EXPECT_THAT(c,
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("libz.so.1 lacks the clock entry points")));
-  EXPECT_EQ(handle, nullptr);
-  EXPECT_EQ(api.Init, nullptr);
+  EXPECT_THAT(c, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("nvmlInit_v2")));
 }
 
 }  // namespace
