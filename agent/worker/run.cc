@@ -11,15 +11,15 @@
 #include "absl/strings/str_cat.h"
 #include "agent/profiler/backend.h"
 #include "agent/profiler/gpu_probe.h"
-#include "agent/worker/config_mapping.h"
 #include "agent/worker/exit_codes.h"
 #include "agent/worker/gpu_clocks.h"
 #include "agent/worker/host_info.h"
+#include "agent/worker/workload_factory.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/workload_config.h"
 #include "workloads/meddpm/fused_info.h"
-#include "workloads/meddpm/workload.h"
+#include "workloads/workload.h"
 
 #if MEDPROF_HAVE_CUDA
 #include <nvtx3/nvToolsExt.h>  // header-only NVTX3: ranges that Nsight tools can filter on
@@ -43,7 +43,7 @@ v1::WorkerMessage Progress(const std::string& stage, int step, int total, const 
 double Ms(int64_t ns) { return static_cast<double>(ns) / 1e6; }
 
 // The workload's observer: forwards to the profiler, writes the step records, stops on signal.
-class StepObserver : public meddpm::PhaseObserver {
+class StepObserver : public workload::PhaseObserver {
  public:
   StepObserver(const RunContext& ctx, profiler::Profiler* profiler)
       : ctx_(ctx), profiler_(profiler) {}
@@ -57,7 +57,7 @@ class StepObserver : public meddpm::PhaseObserver {
   void OnPhaseBegin(std::string_view name) override { profiler_->OnPhaseBegin(name); }
   void OnPhaseEnd(std::string_view name) override { profiler_->OnPhaseEnd(name); }
 
-  void OnStepEnd(const meddpm::StepReport& report) override {
+  void OnStepEnd(const workload::StepReport& report) override {
     profiler_->OnStepEnd(report);
 #if MEDPROF_HAVE_CUDA
     if (report.measured) nvtxRangePop();
@@ -188,11 +188,10 @@ int RunWorker(const RunContext& in) {
             prof->backend(), choice->reason.empty() ? "" : absl::StrCat(" (", choice->reason, ")"));
 
   // Setup: the model, optimizer, inputs.
-  const meddpm::WorkloadOptions options = ToWorkloadOptions(c, choice->device);
   const int64_t setup_begin = MonotonicNs();
-  auto workload = meddpm::Workload::Create(options);
+  auto workload = CreateWorkload(c, choice->device);
   if (!workload.ok()) return Fail(ctx, workload.status(), "setting up the workload");
-  const meddpm::EffectiveFlags& flags = (*workload)->flags();
+  const workload::EffectiveFlags& flags = (*workload)->flags();
   kLog.Info("model ready in {:.0f} ms: {} parameters on {} (LibTorch {}{})", Ms(MonotonicNs() - setup_begin),
             (*workload)->ParameterCount(), flags.device, flags.torch_version,
             flags.note.empty() ? "" : absl::StrCat("; ", flags.note));
@@ -248,7 +247,7 @@ int RunWorker(const RunContext& in) {
   if (run.ok() && !StopRequested(ctx)) {
     // Layers that need extra steps: trace overhead, PM sampling, the metrics layer.
     run = prof->AfterMeasurement(
-        [&](int steps, meddpm::PhaseObserver* obs) {
+        [&](int steps, workload::PhaseObserver* obs) {
           if (StopRequested(ctx)) return absl::CancelledError("stop requested");
           return (*workload)->RunExtraSteps(steps, obs);
         },
