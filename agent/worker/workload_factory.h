@@ -6,7 +6,7 @@
 // workloads/meddpm. Adding an implementation (the user-model issue's TorchScript workload):
 //   1. add its kind to WorkloadKind and its name to WorkloadKindName;
 //   2. in WorkloadKindOf, map what the job asks for (a new WorkloadConfig field) to that kind;
-//   3. in CreateWorkload, add the case that builds it (the compiler flags a missing case).
+//   3. in CreateWorkload and LogWorkloadCounters, add its case (the compiler flags a missing one).
 // Pure apart from the workload it creates; call from the thread that will run the workload.
 #pragma once
 
@@ -34,5 +34,10 @@ WorkloadKind WorkloadKindOf(const v1::WorkloadConfig& effective);
 // result. Errors are the implementation's creation errors (workloads/workload.h lists the codes).
 absl::StatusOr<std::unique_ptr<workload::Workload>> CreateWorkload(const v1::WorkloadConfig& effective,
                                                                    v1::DeviceKind device);
+
+// After a run, logs what the job's implementation counted that the records do not carry
+// (Med-DDPM with fused kernels in use: calls through medprof's kernels and fallbacks to
+// LibTorch's ops, as warnings when any fell back). Call from the workload's thread.
+void LogWorkloadCounters(const v1::WorkloadConfig& effective, const workload::EffectiveFlags& flags);
 
 }  // namespace medprof::worker

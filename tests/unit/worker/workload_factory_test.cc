@@ -63,7 +63,8 @@ TEST(WorkloadFactoryTest, CreatesTheJobsModelBehindTheInterface) {
 TEST(WorkloadFactoryTest, ABadConfigurationNamesTheField) {
   MEDPROF_ASSERT_OK_AND_ASSIGN(v1::WorkloadConfig e, Effective(TinyJob()));
   e.set_groups(3);  // does not divide the 8 base channels
-  EXPECT_THAT(CreateWorkload(e, v1::DEVICE_KIND_CPU), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("groups")));
+  EXPECT_THAT(CreateWorkload(e, v1::DEVICE_KIND_CPU),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("groups")));
 }
 
 }  // namespace
