@@ -47,7 +47,7 @@ class CpuProfiler : public Profiler {
     tracker_.BeginStep(index, measured);
     timeline_.StepBegin();
   }
-  void OnStepEnd(const meddpm::StepReport& report) override {
+  void OnStepEnd(const workload::StepReport& report) override {
     timeline_.StepEnd();  // while the step still counts as measured
     tracker_.EndStep();
   }

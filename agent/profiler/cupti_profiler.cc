@@ -108,7 +108,7 @@ void CuptiProfiler::OnStepBegin(int index, bool measured) {
   kernels_->BeginStep(index, measured, cupti_->NowNs());
 }
 
-void CuptiProfiler::OnStepEnd(const meddpm::StepReport& report) {
+void CuptiProfiler::OnStepEnd(const workload::StepReport& report) {
   SynchronizeDevice("step end");  // the step's kernels have finished before its window closes
   kernels_->EndStep(cupti_->NowNs());
   if (report.measured) measured_wall_ns_.push_back(report.wall_ns);

@@ -75,7 +75,7 @@ class CuptiProfiler : public Profiler, private OpListener {
   int measured_steps() const override { return tracker_.measured_steps(); }
 
   void OnStepBegin(int index, bool measured) override;
-  void OnStepEnd(const meddpm::StepReport& report) override;
+  void OnStepEnd(const workload::StepReport& report) override;
   void OnPhaseBegin(std::string_view name) override;
   void OnPhaseEnd(std::string_view name) override;
 

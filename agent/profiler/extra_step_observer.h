@@ -10,15 +10,15 @@
 #include <string_view>
 #include <vector>
 
-#include "workloads/meddpm/workload.h"
+#include "workloads/workload.h"
 
 namespace medprof::profiler {
 
-class ExtraStepObserver : public meddpm::PhaseObserver {
+class ExtraStepObserver : public workload::PhaseObserver {
  public:
-  explicit ExtraStepObserver(meddpm::PhaseObserver* inner) : inner_(inner) {}
+  explicit ExtraStepObserver(workload::PhaseObserver* inner) : inner_(inner) {}
   void OnStepBegin(int index, bool measured) override { inner_->OnStepBegin(index, measured); }
-  void OnStepEnd(const meddpm::StepReport& report) override {
+  void OnStepEnd(const workload::StepReport& report) override {
     inner_->OnStepEnd(report);
     wall_ns.push_back(report.wall_ns);
   }
@@ -35,7 +35,7 @@ class ExtraStepObserver : public meddpm::PhaseObserver {
   std::function<void(std::string_view)> phase_begin, phase_end;  // after begin / before end
 
  private:
-  meddpm::PhaseObserver* inner_;
+  workload::PhaseObserver* inner_;
 };
 
 }  // namespace medprof::profiler

@@ -55,7 +55,7 @@ class MetricsLayer {
  public:
   using Values = std::map<std::string, double>;  // medprof name -> value
   struct Hooks {
-    meddpm::PhaseObserver* observer = nullptr;  // every extra step's hooks go through it
+    workload::PhaseObserver* observer = nullptr;  // every extra step's hooks go through it
     // The signature of a launch at its API enter (the op and shapes on the launching thread); false
     // at once, before the op is looked up, when `wanted_kernel` refuses the demangled name.
     std::function<bool(const LaunchEvent&, const std::function<bool(const std::string&)>& wanted_kernel,

@@ -1,7 +1,8 @@
 // Profiler: what medprof-worker runs next to the workload to measure it.
 //
-// A Profiler is the workload's PhaseObserver (steps and sub-phases "fwd", "bwd", "optim",
-// "sample_step") and watches LibTorch ops through a RecordFunction callback. It produces
+// A Profiler is the workload's PhaseObserver (workloads/workload.h: steps and named sub-phases,
+// e.g. Med-DDPM's "fwd", "bwd", "optim", "sample_step"; the profiler knows no implementation's
+// types) and watches LibTorch ops through a RecordFunction callback. It produces
 // per-op aggregates, for GPU backends per-kernel aggregates, and the status of each profiler
 // layer ("cpu", "trace", "sampling", "metrics"): which ran and, for each that did not, why —
 // never silently missing. Only measured steps count.
@@ -23,7 +24,7 @@
 #include "absl/status/status.h"
 #include "medprof/v1/results.pb.h"
 #include "medprof/v1/workload.pb.h"
-#include "workloads/meddpm/workload.h"
+#include "workloads/workload.h"
 
 namespace medprof::profiler {
 
@@ -40,11 +41,11 @@ v1::LayerStatus MakeLayer(const std::string& layer, bool ran, const std::string&
 // Runs `steps` more steps of the workload after the measured ones (trace-overhead A/B steps,
 // the PM-sampling window, the metrics layer's kernel pass and replays), reporting them to
 // `observer` as unmeasured steps.
-using StepRunner = std::function<absl::Status(int steps, meddpm::PhaseObserver* observer)>;
+using StepRunner = std::function<absl::Status(int steps, workload::PhaseObserver* observer)>;
 // Progress of the post-measurement work, for the run's Progress records.
 using ProgressFn = std::function<void(const std::string& stage, int step, int total, const std::string& message)>;
 
-class Profiler : public meddpm::PhaseObserver {
+class Profiler : public workload::PhaseObserver {
  public:
   ~Profiler() override = default;
 

@@ -2,7 +2,7 @@
 //
 // Sequence (records on the channel, in order):
 //   probe the GPU, choose device + profiler backend (agent/profiler/backend.h), create the
-//   workload (setup)                                   — a failure here writes only WorkerError
+//   job's workload (workload_factory.h) (setup)        — a failure here writes only WorkerError
 //   RunStarted  effective config, environment (host, versions, flags READ BACK from the
 //               workload, device, CPU, CUDA_VISIBLE_DEVICES, libcupti path), parameters,
 //               backend, start time

@@ -20,16 +20,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A layer: a top-level folder, or for server/ and agent/ one of their subfolders.
-// "server" alone is server/main.cc and its siblings.
+// A layer: a top-level folder, or for server/, agent/ and workloads/ one of their subfolders.
+// "server" alone is server/main.cc and its siblings; "workloads" alone is the Workload interface
+// (workloads/workload.h), which the profiler sees instead of any implementation.
 const std::map<std::string, std::set<std::string>>& MayInclude() {
   static const std::map<std::string, std::set<std::string>> table = {
       {"proto", {"proto"}},
       {"common", {"common", "proto"}},
-      {"workloads", {"workloads", "common"}},
+      {"workloads", {"workloads"}},
+      {"workloads/meddpm", {"workloads/meddpm", "workloads", "common"}},
       {"agent/profiler", {"agent/profiler", "workloads", "common", "proto"}},
       {"agent/nvml", {"agent/nvml"}},
-      {"agent/worker", {"agent/worker", "agent/profiler", "agent/nvml", "workloads", "common", "proto"}},
+      {"agent/worker", {"agent/worker", "agent/profiler", "agent/nvml", "workloads", "workloads/meddpm", "common", "proto"}},
       {"agent/agent", {"agent/agent", "agent/nvml", "common", "proto"}},
       {"client", {"client", "common", "proto"}},
       {"server/store", {"server/store", "common", "proto"}},
@@ -52,7 +54,7 @@ const std::vector<Library>& Libraries() {
        {"server/rpc", "server", "client", "agent/agent"}},
       {std::regex(R"(^sqlite3\.h$)"), {"server/store"}},
       {std::regex(R"(^(cupti|nvperf)[a-z_]*\.h$)"), {"agent/profiler"}},
-      {std::regex(R"(^(torch|ATen|c10)/)"), {"workloads", "agent/worker", "agent/profiler"}},
+      {std::regex(R"(^(torch|ATen|c10)/)"), {"workloads/meddpm", "agent/worker", "agent/profiler"}},
       {std::regex(R"(^spdlog/)"), {"common"}},
   };
   return libs;
@@ -70,9 +72,9 @@ const std::map<std::pair<std::string, std::string>, std::string>& Exceptions() {
 std::string LayerOf(const std::string& path) {
   const size_t slash = path.find('/');
   const std::string top = path.substr(0, slash);
-  if (top != "server" && top != "agent") return top;
+  if (top != "server" && top != "agent" && top != "workloads") return top;
   const size_t second = path.find('/', slash + 1);
-  if (second == std::string::npos) return top;  // server/main.cc
+  if (second == std::string::npos) return top;  // server/main.cc, workloads/workload.h
   return path.substr(0, second);
 }
 
@@ -149,6 +151,18 @@ TEST(LayeringTest, EveryProductIncludeFollowsTheTable) {
   std::string listed;
   for (const std::string& v : bad) listed += v + "\n";
   EXPECT_TRUE(bad.empty()) << bad.size() << " include(s) break the layering:\n" << listed;
+}
+
+// The Workload seam: the profiler sees the interface, never an implementation; only the worker
+// (which picks the implementation per job) sees Med-DDPM.
+TEST(LayeringTest, OnlyTheWorkerSeesAWorkloadImplementation) {
+  EXPECT_EQ(LayerOf("workloads/workload.h"), "workloads");
+  EXPECT_EQ(LayerOf("workloads/meddpm/workload.h"), "workloads/meddpm");
+  EXPECT_EQ(MayInclude().at("agent/profiler").count("workloads/meddpm"), 0u);
+  EXPECT_EQ(MayInclude().at("agent/profiler").count("workloads"), 1u);
+  EXPECT_EQ(MayInclude().at("agent/worker").count("workloads/meddpm"), 1u);
+  const Include bad{"agent/profiler/profiler.h", 1, "workloads/meddpm/workload.h", true};
+  EXPECT_EQ(TargetLayer(bad), "workloads/meddpm");
 }
 
 TEST(LayeringTest, HeadersNeverIncludeSpdlog) {

@@ -1,35 +1,33 @@
 // Med-DDPM as a runnable, observable workload (spec/meddpm.md is the reference).
 //
-// A Workload owns one model (the 3D U-Net), its diffusion schedule, optimizer, EMA copy and
-// deterministic synthetic inputs, configured by WorkloadOptions. Run() executes warm-up and
-// measured steps of one phase (forward | train | sample) and reports every step, and every
-// named sub-phase inside it ("fwd", "bwd", "optim", "sample_step"), to a PhaseObserver — the
-// hook the profiler implements. The workload never includes profiler headers.
+// One implementation of the Workload interface (workloads/workload.h: steps, sub-phases, the
+// PhaseObserver contract, ownership, threads and error codes are stated there). A Workload owns
+// one model (the 3D U-Net), its diffusion schedule, optimizer, EMA copy and deterministic
+// synthetic inputs, configured by WorkloadOptions. Run() executes warm-up and measured steps of
+// one phase (forward | train | sample) and reports every step, and every named sub-phase inside
+// it ("fwd", "bwd", "optim", "sample_step"), to a PhaseObserver — the hook the profiler
+// implements. The workload never includes profiler headers.
 //
 // Inputs (the synthetic subject, eps, t, sampling noise) and initial weights come from the
 // workload's own generator (synthetic.h), so two runs with one seed see identical inputs on
 // every LibTorch version and machine; with one device, one thread count and one LibTorch
 // build, CPU runs are bit-identical.
 //
-// Ownership: the caller owns the observer and must keep it alive during Run(); it may be null.
-// A Workload is not thread-safe; use it from one thread. Flags (TF32, cuDNN benchmark,
-// autocast) are LibTorch process-global state: one Workload per process (the worker's model).
+// Flags (TF32, cuDNN benchmark, autocast) are LibTorch process-global state: one Workload per
+// process (the worker's model).
 //
-// Errors: LibTorch exceptions (c10::Error) never escape; every method returns a Status (out of
-// memory -> RESOURCE_EXHAUSTED with "out of memory" in the message, bad configuration ->
-// INVALID_ARGUMENT naming the field, CUDA requested but absent -> FAILED_PRECONDITION, other
-// LibTorch/CUDA errors -> INTERNAL with LibTorch's message).
+// Errors: LibTorch exceptions (c10::Error) never escape; every method returns a Status with the
+// interface's codes (other LibTorch/CUDA errors -> INTERNAL with LibTorch's message).
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "workloads/workload.h"
 
 namespace medprof::meddpm {
 
@@ -73,56 +71,17 @@ struct WorkloadOptions {
   int cpu_threads = 0;  // 0 = LibTorch default
 };
 
-// What LibTorch reports after the flags were applied (read back, not echoed).
-struct EffectiveFlags {
-  bool tf32_cudnn = false;
-  bool tf32_matmul = false;
-  bool channels_last = false;
-  bool bf16 = false;
-  bool fused = false;
-  bool cudnn_benchmark = false;
-  std::string device;         // "cpu" or "cuda:0"
-  std::string torch_version;  // e.g. "1.13.0"
-  std::string cudnn_version;  // "" on CPU builds
-  std::string note;           // e.g. "opt3: bf16 unavailable on this GPU, using TF32"
-};
+// The interface types (workloads/workload.h), under the names Med-DDPM code uses.
+using EffectiveFlags = workload::EffectiveFlags;
+using StepReport = workload::StepReport;
+using PhaseObserver = workload::PhaseObserver;
 
-struct StepReport {
-  int index = 0;  // 0-based among warm-up steps (measured=false) or measured steps
-  bool measured = false;
-  int64_t wall_ns = 0;                      // host wall time, after a device synchronize on GPU
-  int64_t device_ns = 0;                    // CUDA-event time (0 on CPU)
-  double loss = 0.0;                        // L1 loss for train; 0 otherwise
-  std::map<std::string, int64_t> phase_ns;  // fwd, bwd, optim, sample_step
-};
-
-// The profiler's view of the workload. Calls come from the thread that called Run().
-class PhaseObserver {
- public:
-  virtual ~PhaseObserver() = default;
-  // Bracket every step (warm-up and measured).
-  virtual void OnStepBegin(int index, bool measured) {}
-  virtual void OnStepEnd(const StepReport& report) {}
-  // Bracket named sub-phases inside a step: "fwd", "bwd", "optim", "sample_step".
-  virtual void OnPhaseBegin(std::string_view name) {}
-  virtual void OnPhaseEnd(std::string_view name) {}
-};
-
-class Workload {
+// Med-DDPM as a workload::Workload: Run() runs options.warmup + options.steps steps of
+// options.phase; the sub-phases are "fwd", "bwd", "optim" (train) and "sample_step" (sample).
+// The two methods below are Med-DDPM's own (the peer check and meddpm-export use them).
+class Workload : public workload::Workload {
  public:
   static absl::StatusOr<std::unique_ptr<Workload>> Create(const WorkloadOptions& options);
-  virtual ~Workload() = default;
-
-  virtual int64_t ParameterCount() const = 0;
-  virtual const EffectiveFlags& flags() const = 0;
-  // Runs options.warmup + options.steps steps of options.phase.
-  virtual absl::Status Run(PhaseObserver* observer) = 0;
-  // Runs `count` (1..100000) more steps of the phase after Run(), for the profiler's extra
-  // passes (trace-overhead steps, sampling windows, metric replays). They are reported with
-  // measured=false and indices counting on from the last step; training keeps training.
-  virtual absl::Status RunExtraSteps(int count, PhaseObserver* observer) = 0;
-  // Peak device memory (GPU) or peak RSS (CPU) seen so far, bytes.
-  virtual uint64_t PeakMemoryBytes() const = 0;
 
   // Sample phase: the chain's current state x (after the last Run step), as float values in
   // NCDHW order, batch x out_channels x D x H x W. After the step with t = 0 it is the
