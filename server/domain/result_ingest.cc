@@ -328,4 +328,28 @@ absl::StatusOr<CommittedThrough> ResultIngestor::Ingest(const CallContext&, cons
   return out;
 }
 
+absl::Status UploadWindow::Add(ResultChunk chunk, size_t wire_bytes) {
+  window_bytes_ += wire_bytes;
+  window_.push_back(std::move(chunk));
+  if (window_.size() < limits::kUploadWindowChunks && window_bytes_ < limits::kUploadWindowBytes) {
+    return absl::OkStatus();
+  }
+  return Flush();
+}
+
+absl::Status UploadWindow::Flush() {
+  if (window_.empty()) return absl::OkStatus();
+  absl::StatusOr<CommittedThrough> done = ingestor_.Ingest(call_, window_);
+  window_.clear();
+  window_bytes_ = 0;
+  if (!done.ok()) return done.status();
+  for (const auto& [run_id, seq] : *done) acked_[run_id] = std::max(acked_[run_id], seq);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CommittedThrough> UploadWindow::Finish() {
+  MEDPROF_RETURN_IF_ERROR(Flush());
+  return acked_;
+}
+
 }  // namespace medprof::server
