@@ -567,6 +567,14 @@ class Summarizer {
   explicit Summarizer(const NcuTable& t)
       : t_(&t), name_col_(t.ColumnIndex("Kernel Name")), dur_col_(t.ColumnIndex("gpu__time_duration.sum")) {}
   void Plan();
+  // The run's host, process, compute capability and device, from its first row.
+  void NoteRunIdentity(const std::vector<std::string>& row);
+  // A kernel's record from its first launch (`ns` long): category, launch shape, resources.
+  NcuKernel NewKernel(const std::string& name, const std::vector<std::string>& row, int64_t ns) const;
+  // Counts one launch of `name` in its kernel record.
+  void AddLaunch(const std::string& name, const std::vector<std::string>& row, int64_t ns);
+  // Adds the row's metric values to its launch signature and to the run's metrics.
+  void AddMetrics(const std::string& name, const std::vector<std::string>& row, double ns, int64_t ins);
   void AddValue(std::map<std::string, Acc>& metrics, const std::string& scope_prefix, const MetricMapping& m,
                 double value, double ns, bool counter);
 
@@ -652,62 +660,63 @@ void Summarizer::DropUnknown() {
   run_.warnings.push_back("the export is too large to send whole: its ncu.* (unmapped) metrics were left out");
 }
 
-absl::Status Summarizer::Add(const std::vector<std::string>& row, int line) {
-  auto cell = [&](int col) -> absl::string_view { return col < 0 ? absl::string_view() : absl::string_view(row[col]); };
-  auto number = [&](int col) -> std::optional<double> {
-    return col < 0 ? std::nullopt : ParseNcuNumber(row[col]);
-  };
-  if (run_.launches == 0) {
-    run_.host = std::string(cell(t_->ColumnIndex("Host Name")));
-    run_.process = std::string(cell(t_->ColumnIndex("Process Name")));
-    run_.compute_capability = std::string(cell(t_->ColumnIndex("CC")));
-    run_.device_name = std::string(cell(display_col_));
-  }
-  const std::string name(cell(name_col_));
-  if (name.empty()) return Bad(line, "\"Kernel Name\" is empty");
-  const std::optional<double> dur = number(dur_col_);
-  if (!dur.has_value() || *dur < 0) {
-    return Bad(line, absl::StrCat("gpu__time_duration.sum '", cell(dur_col_).substr(0, 64), "' is not a duration"));
-  }
-  const double ns = *dur * dur_scale_;
-  const int64_t ins = ClampToInt64(ns);
-  ++run_.launches;
-  run_.gpu_time_ns = SaturatingAdd(run_.gpu_time_ns, ins);
+// A row's cell at `col` (empty when the export has no such column), and its number, if any.
+absl::string_view Cell(const std::vector<std::string>& row, int col) {
+  return col < 0 ? absl::string_view() : absl::string_view(row[col]);
+}
+std::optional<double> Number(const std::vector<std::string>& row, int col) {
+  return col < 0 ? std::nullopt : ParseNcuNumber(row[col]);
+}
 
+void Summarizer::NoteRunIdentity(const std::vector<std::string>& row) {
+  run_.host = std::string(Cell(row, t_->ColumnIndex("Host Name")));
+  run_.process = std::string(Cell(row, t_->ColumnIndex("Process Name")));
+  run_.compute_capability = std::string(Cell(row, t_->ColumnIndex("CC")));
+  run_.device_name = std::string(Cell(row, display_col_));
+}
+
+NcuKernel Summarizer::NewKernel(const std::string& name, const std::vector<std::string>& row, int64_t ns) const {
+  NcuKernel k;
+  k.name = name;
+  k.category = std::string(taxonomy::CategoryName(taxonomy::ClassifyKernel(name)));
+  k.min_ns = ns;
+  k.max_ns = ns;
+  k.grid = ParseDim3(Cell(row, grid_col_));
+  k.block = ParseDim3(Cell(row, block_col_));
+  if (auto v = Number(row, regs_col_)) k.registers = ClampToInt(*v);
+  double smem = 0;
+  for (int col : {smem_static_col_, smem_dyn_col_}) {
+    if (col < 0) continue;
+    if (auto v = Number(row, col)) smem += NormalizeUnit(*v, t_->units[col]).value;
+  }
+  k.shared_bytes = ClampToInt(smem);
+  if (auto v = Number(row, occ_col_)) k.theoretical_occupancy = std::clamp(*v / 100.0, 0.0, 1.0);
+  return k;
+}
+
+void Summarizer::AddLaunch(const std::string& name, const std::vector<std::string>& row, int64_t ns) {
   auto [it, inserted] = kernel_index_.emplace(name, run_.kernels.size());
   if (inserted) {
-    NcuKernel k;
-    k.name = name;
-    k.category = std::string(taxonomy::CategoryName(taxonomy::ClassifyKernel(name)));
-    k.min_ns = ins;
-    k.max_ns = ins;
-    k.grid = ParseDim3(cell(grid_col_));
-    k.block = ParseDim3(cell(block_col_));
-    if (auto v = number(regs_col_)) k.registers = ClampToInt(*v);
-    double smem = 0;
-    for (int col : {smem_static_col_, smem_dyn_col_}) {
-      if (col < 0) continue;
-      if (auto v = number(col)) smem += NormalizeUnit(*v, t_->units[col]).value;
-    }
-    k.shared_bytes = ClampToInt(smem);
-    if (auto v = number(occ_col_)) k.theoretical_occupancy = std::clamp(*v / 100.0, 0.0, 1.0);
     known_bytes_ += 96 + name.size();
-    run_.kernels.push_back(std::move(k));
+    run_.kernels.push_back(NewKernel(name, row, ns));
   }
   NcuKernel& k = run_.kernels[it->second];
   ++k.count;
-  k.total_ns = SaturatingAdd(k.total_ns, ins);
-  k.min_ns = std::min(k.min_ns, ins);
-  k.max_ns = std::max(k.max_ns, ins);
+  k.total_ns = SaturatingAdd(k.total_ns, ns);
+  k.min_ns = std::min(k.min_ns, ns);
+  k.max_ns = std::max(k.max_ns, ns);
+}
 
-  const int dynamic_smem =
-      smem_dyn_col_ < 0 ? 0 : ClampToInt(NormalizeUnit(number(smem_dyn_col_).value_or(0), t_->units[smem_dyn_col_]).value);
-  SignatureAcc& sa =
-      CountSignature(signatures_, name, ParseDim3(cell(grid_col_)), ParseDim3(cell(block_col_)), dynamic_smem, ins);
+void Summarizer::AddMetrics(const std::string& name, const std::vector<std::string>& row, double ns, int64_t ins) {
+  const int dynamic_smem = smem_dyn_col_ < 0 ? 0
+                                             : ClampToInt(NormalizeUnit(Number(row, smem_dyn_col_).value_or(0),
+                                                                        t_->units[smem_dyn_col_]).value);
+  SignatureAcc& sa = CountSignature(signatures_, name, ParseDim3(Cell(row, grid_col_)),
+                                    ParseDim3(Cell(row, block_col_)), dynamic_smem, ins);
   std::map<std::string, Acc>& km = sa.metrics;
   std::optional<double> dram_read, dram_write;
   for (const ColumnPlan& p : plans_) {
-    std::optional<double> v = number(p.index);
+    std::optional<double> v = Number(row, p.index);
     if (!v.has_value()) continue;
     ++numeric_seen_[p.index];
     double value = *v * p.scale;
@@ -722,6 +731,22 @@ absl::Status Summarizer::Add(const std::vector<std::string>& row, int line) {
     AddValue(km, name, MetricMapping{"dram_bytes", "bytes", true, 0}, *dram_read + *dram_write, ns, true);
     AddToAcc(run_metrics_["dram_bytes"], *dram_read + *dram_write, ns, true, 0, "bytes");
   }
+}
+
+absl::Status Summarizer::Add(const std::vector<std::string>& row, int line) {
+  if (run_.launches == 0) NoteRunIdentity(row);
+  const std::string name(Cell(row, name_col_));
+  if (name.empty()) return Bad(line, "\"Kernel Name\" is empty");
+  const std::optional<double> dur = Number(row, dur_col_);
+  if (!dur.has_value() || *dur < 0) {
+    return Bad(line, absl::StrCat("gpu__time_duration.sum '", Cell(row, dur_col_).substr(0, 64), "' is not a duration"));
+  }
+  const double ns = *dur * dur_scale_;
+  const int64_t ins = ClampToInt64(ns);
+  ++run_.launches;
+  run_.gpu_time_ns = SaturatingAdd(run_.gpu_time_ns, ins);
+  AddLaunch(name, row, ins);
+  AddMetrics(name, row, ns, ins);
   return absl::OkStatus();
 }
 

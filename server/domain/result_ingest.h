@@ -13,8 +13,15 @@
 // seq below which every chunk is stored.
 //
 // Thread-safe. Holds references into its DomainCore.
+//
+// UploadWindow: how one UploadResults stream is cut into Ingest windows. A window is ingested
+// once it holds limits::kUploadWindowChunks chunks or limits::kUploadWindowBytes bytes, and
+// the rest at Finish; the stream's answer is, per run, the highest committed seq any of its
+// windows reached. One per stream, used on that stream's thread only; holds references to the
+// ingestor and the call context, which must outlive it.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,8 +41,30 @@ class ResultIngestor {
   DomainCore& core_;
 };
 
+class UploadWindow {
+ public:
+  UploadWindow(ResultIngestor& ingestor, const CallContext& call) : ingestor_(ingestor), call_(call) {}
+
+  // Adds one chunk; `wire_bytes` is its size as received, counted against the byte bound.
+  // When the window is full it is ingested here: an error is that window's, and the stream
+  // should end with it (the window's chunks are dropped either way).
+  absl::Status Add(ResultChunk chunk, size_t wire_bytes);
+
+  // Ingests what is left and returns, per run of the stream, the highest committed seq.
+  absl::StatusOr<CommittedThrough> Finish();
+
+ private:
+  absl::Status Flush();
+
+  ResultIngestor& ingestor_;
+  const CallContext& call_;
+  std::vector<ResultChunk> window_;
+  size_t window_bytes_ = 0;
+  CommittedThrough acked_;
+};
+
 // "started" | "progress" | "step" | "ops" | "kernels" | "metrics" | "summary" | "error" | "findings" |
-// "timeline" | "utilization" | "" (empty).
+// "timeline" | "utilization" | "signatures" | "" (empty).
 const char* ChunkKind(const v1::WorkerMessage& message);
 
 }  // namespace medprof::server

@@ -1,20 +1,15 @@
 #include "server/rpc/services.h"
 
-#include <algorithm>
 #include <set>
 #include <vector>
 
 #include "common/status.h"
-#include "server/domain/limits.h"
 #include "server/rpc/convert.h"
 #include "server/rpc/import_convert.h"
 #include "server/rpc/status_mapping.h"
 
 namespace medprof::server::rpc {
 namespace {
-
-constexpr size_t kWindowChunks = limits::kUploadWindowChunks;
-constexpr size_t kWindowBytes = limits::kUploadWindowBytes;
 
 // Authenticates the call of `method` (token and role; auth.h), runs `call(ctx)` (returning
 // absl::StatusOr<T>) with the caller's CallContext, and on success stores `convert(value)` in
@@ -253,18 +248,7 @@ grpc::Status AgentServiceImpl::UploadResults(grpc::ServerContext* ctx, grpc::Ser
   if (!authed.ok()) return ToGrpcStatus(authed.status(), "UploadResults");
   const CallContext& call = *authed;
   std::set<std::string> checked_agents;  // agent ids this stream has shown it may act as
-  CommittedThrough acked;
-  std::vector<ResultChunk> window;
-  size_t window_bytes = 0;
-  auto flush = [&]() -> absl::Status {
-    if (window.empty()) return absl::OkStatus();
-    absl::StatusOr<CommittedThrough> done = domain_.ingestor().Ingest(call, window);
-    window.clear();
-    window_bytes = 0;
-    if (!done.ok()) return done.status();
-    for (const auto& [run_id, seq] : *done) acked[run_id] = std::max(acked[run_id], seq);
-    return absl::OkStatus();
-  };
+  UploadWindow window(domain_.ingestor(), call);
   v1::ResultChunk chunk;
   while (reader->Read(&chunk)) {
     if (!call.agent_name.empty() && !checked_agents.contains(chunk.agent_id())) {
@@ -273,15 +257,15 @@ grpc::Status AgentServiceImpl::UploadResults(grpc::ServerContext* ctx, grpc::Ser
       }
       checked_agents.insert(chunk.agent_id());
     }
-    window_bytes += chunk.ByteSizeLong();
-    window.push_back(FromProto(std::move(chunk)));
-    chunk.Clear();
-    if (window.size() >= kWindowChunks || window_bytes >= kWindowBytes) {
-      if (absl::Status s = flush(); !s.ok()) return ToGrpcStatus(s, "UploadResults");
+    const size_t wire_bytes = chunk.ByteSizeLong();
+    if (absl::Status s = window.Add(FromProto(std::move(chunk)), wire_bytes); !s.ok()) {
+      return ToGrpcStatus(s, "UploadResults");
     }
+    chunk.Clear();
   }
-  if (absl::Status s = flush(); !s.ok()) return ToGrpcStatus(s, "UploadResults");
-  *resp = ToProto(acked);
+  absl::StatusOr<CommittedThrough> acked = window.Finish();
+  if (!acked.ok()) return ToGrpcStatus(acked.status(), "UploadResults");
+  *resp = ToProto(*acked);
   return grpc::Status::OK;
 }
 

@@ -3,8 +3,8 @@
 // Each method authenticates the caller and checks its role (auth.h), checks the objects the
 // request names (AccessControl), converts the request (convert.h), calls one domain method with
 // the caller's CallContext, converts the answer back, and maps the status in one place
-// (status_mapping.h). No SQL and no business rules here. UploadResults reads its stream in
-// windows of at most 256 chunks or 8 MiB; each window is one domain call (one transaction); the
+// (status_mapping.h). No SQL and no business rules here. UploadResults hands its stream to an
+// UploadWindow (server/domain/result_ingest.h), which decides where one transaction ends; the
 // single UploadAck after the stream ends carries, per run, the highest contiguous stored seq.
 //
 // The Domain must outlive the services. Thread-safe (the sync gRPC server calls methods from

@@ -1,6 +1,8 @@
 // Result upload: idempotency by (run_id, seq), acknowledgement of the contiguous prefix,
 // ownership checks, window atomicity and storage by record type.
 #include "server/domain/codec.h"
+#include "server/domain/limits.h"
+#include "server/domain/result_ingest.h"
 #include "tests/unit/server/domain_fixture.h"
 
 namespace medprof::server::testing {
@@ -174,6 +176,38 @@ TEST_F(IngestTest, StoresEachRecordByType) {
   ASSERT_THAT(FromJson(job.progress_json, &p, "progress"), IsOk());
   EXPECT_EQ(p.stage(), "warmup");
   EXPECT_THAT(Events(study_.study_id).back().progress_json, HasSubstr(R"("stage":"warmup")"));
+}
+
+// An upload stream is ingested a window at a time: nothing is stored until the window holds
+// kUploadWindowChunks chunks or kUploadWindowBytes bytes; Finish stores the rest and answers
+// the highest committed seq per run over all windows.
+TEST_F(IngestTest, UploadWindowIngestsWhenFullAndTheRestAtFinish) {
+  UploadWindow window(domain_->ingestor(), ctx_);
+  const uint64_t full = limits::kUploadWindowChunks;
+  for (uint64_t seq = 1; seq < full; ++seq) {
+    ASSERT_THAT(window.Add(ResultChunk{run_, agent_, seq, Step(static_cast<int>(seq), 1)}, 10), IsOk());
+  }
+  EXPECT_EQ(Count("run_chunks"), 0);
+  ASSERT_THAT(window.Add(ResultChunk{run_, agent_, full, Step(static_cast<int>(full), 1)}, 10), IsOk());
+  EXPECT_EQ(Count("run_chunks"), static_cast<int64_t>(full));
+  // One chunk as large as the byte bound is a window of its own.
+  ASSERT_THAT(window.Add(ResultChunk{run_, agent_, full + 1, Step(static_cast<int>(full + 1), 1)}, limits::kUploadWindowBytes), IsOk());
+  EXPECT_EQ(Count("run_chunks"), static_cast<int64_t>(full + 1));
+  ASSERT_THAT(window.Add(ResultChunk{run_, agent_, full + 2, Step(static_cast<int>(full + 2), 1)}, 10), IsOk());
+  EXPECT_EQ(Count("run_chunks"), static_cast<int64_t>(full + 1));
+  auto acked = window.Finish();
+  ASSERT_THAT(acked, IsOk());
+  EXPECT_THAT(*acked, ElementsAre(Pair(run_, full + 2)));
+  EXPECT_EQ(GetRun(run_).chunks_through, full + 2);
+}
+
+TEST_F(IngestTest, UploadWindowReturnsTheErrorOfTheWindowItIngests) {
+  const std::string other = Register("node-b", {Gpu(0)});
+  UploadWindow window(domain_->ingestor(), ctx_);
+  ASSERT_THAT(window.Add(ResultChunk{run_, agent_, 1, Step(0, 1)}, 10), IsOk());
+  EXPECT_THAT(window.Add(ResultChunk{run_, other, 2, Step(1, 1)}, limits::kUploadWindowBytes),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("may not upload its results")));
+  EXPECT_EQ(Count("run_chunks"), 0);
 }
 
 TEST_F(IngestTest, AfterFinishResendsAreAcknowledgedAndNewChunksRefused) {
