@@ -88,6 +88,9 @@ absl::StatusOr<UploadRunResult> RunUploader::Upload(const CallContext& ctx, cons
     run.device_index = -1;
     run.state = RunState::kRunning;
     run.started_unix_ms = now;
+    // A lease like a leased run's, so the lease reaper leaves the upload alone while its windows
+    // are ingested (a run inserted with no lease was reaped as lost when a pass fell in between).
+    run.lease_expires_unix_ms = now + core_.options.lease_ttl_ms;
     return tx.InsertRun(run);
   }));
 

@@ -42,6 +42,10 @@ TEST_F(UploadTest, StoresASucceededRunThatCompareSees) {
   EXPECT_EQ(out->preset, "opt1");
   EXPECT_EQ(out->gpu, "cpu");
   EXPECT_EQ(out->steps, 5);
+  // The upload's run held a lease like a leased run's, so the lease reaper could not call it lost
+  // while its windows were ingested.
+  const RunRecord run = GetRun(out->run_id);
+  EXPECT_EQ(run.lease_expires_unix_ms, run.started_unix_ms + options_.lease_ttl_ms);
 
   CompareRequest c;
   c.study_id = s.study_id;
