@@ -5,25 +5,24 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/format.h"
-#include "common/token_text.h"
-#include "client/progress.h"
 #include "client/import_ncu.h"
+#include "client/progress.h"
 #include "client/query_format.h"
 #include "client/report/report.h"
 #include "common/file_util.h"
 #include "common/kernel_taxonomy.h"
 #include "common/ncu_csv.h"
 #include "common/result_stream.h"
+#include "common/token_text.h"
 
 namespace medprof::client {
 namespace {
@@ -40,6 +39,14 @@ Overloaded(F...) -> Overloaded<F...>;
 int ServerError(const CliIo& io, const absl::Status& s) {
   *io.err << "medprof: " << s.message() << "\n";
   return s.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitServer;
+}
+
+// A query command's whole output: the server's answer through `format`, or the error.
+template <typename Response, typename Format>
+int PrintOr(const CliIo& io, const absl::StatusOr<Response>& r, Format format) {
+  if (!r.ok()) return ServerError(io, r.status());
+  *io.out << format(*r);
+  return kExitOk;
 }
 
 // The end of `submit --wait`: the study's comparison table, or why there is none.
@@ -87,9 +94,8 @@ int WatchToEnd(MedprofClient& client, const std::string& study_id, OutputFormat 
         return ServerError(io, s);
       }
       ++failures_in_a_row;
-      view.Note(absl::StrCat("medprof: ", s.message(), "; reconnecting in ",
-                             absl::FormatDuration(backoff), " (", failures_in_a_row, "/",
-                             policy.max_reconnects, ")"));
+      view.Note(absl::StrCat("medprof: ", s.message(), "; reconnecting in ", absl::FormatDuration(backoff),
+                             " (", failures_in_a_row, "/", policy.max_reconnects, ")"));
       absl::SleepFor(backoff);
       backoff = std::min(backoff * 2, policy.max_backoff);
     }
@@ -125,8 +131,8 @@ int DoSubmit(const SubmitCommand& cmd, MedprofClient& client, const CliIo& io, c
     io.out->flush();
   }
   if (!cmd.wait) return kExitOk;
-  return WatchToEnd(client, r->study_id(), cmd.format, {r->warnings().begin(), r->warnings().end()}, io, policy,
-                    cmd.compare);
+  return WatchToEnd(client, r->study_id(), cmd.format, {r->warnings().begin(), r->warnings().end()}, io,
+                    policy, cmd.compare);
 }
 
 // Writes the HTML report to the file (common/file_util.h's durable write: a temporary beside it,
@@ -166,7 +172,8 @@ int DoExport(const ExportCommand& c, MedprofClient& client, const CliIo& io) {
   } else {
     absl::StatusOr<v1::Run> run = client.GetRun(c.run_id);
     if (!run.ok()) return ServerError(io, run.status());
-    text = FormatRunExport(*run, c.export_format == ExportFormat::kCsv ? OutputFormat::kCsv : OutputFormat::kJson);
+    text = FormatRunExport(*run,
+                           c.export_format == ExportFormat::kCsv ? OutputFormat::kCsv : OutputFormat::kJson);
   }
   if (c.output.empty() || c.output == "-") {
     *io.out << text;
@@ -206,8 +213,8 @@ int DoUpload(const UploadCommand& c, MedprofClient& client, const CliIo& io) {
     *request.add_messages() = std::move(m);
   }
   if (request.ByteSizeLong() > kMaxUploadBytes) {
-    *io.err << "medprof: upload: " << c.file << " holds " << request.ByteSizeLong() << " bytes of records (allowed at most "
-            << kMaxUploadBytes << " in one upload)\n";
+    *io.err << "medprof: upload: " << c.file << " holds " << request.ByteSizeLong()
+            << " bytes of records (allowed at most " << kMaxUploadBytes << " in one upload)\n";
     return kExitUsage;
   }
   absl::StatusOr<v1::UploadRunResponse> r = client.UploadRun(request);
@@ -240,7 +247,8 @@ int DoImportNcu(const ImportNcuCommand& c, MedprofClient& client, const CliIo& i
     }
   }
   std::istream& in = c.file == "-" ? *io.in : file;
-  absl::StatusOr<ncu::NcuRun> run = ncu::SummarizeNcuStream(in, kMaxImportFileBytes, kMaxImportRequestBytes, c.steps);
+  absl::StatusOr<ncu::NcuRun> run =
+      ncu::SummarizeNcuStream(in, kMaxImportFileBytes, kMaxImportRequestBytes, c.steps);
   if (!run.ok()) {
     *io.err << "medprof: import-ncu: " << c.file << ": " << run.status().message() << "\n";
     return kExitUsage;
@@ -271,8 +279,8 @@ int DoImportNcu(const ImportNcuCommand& c, MedprofClient& client, const CliIo& i
   } else {
     *io.out << r->run_id() << "\n";
     *io.err << "medprof: imported " << run->launches << " launches of " << r->kernels() << " kernels ("
-            << r->metrics() << " metric values, " << absl::StrFormat("%.3f", r->step_ms()) << " ms per step) as run "
-            << r->run_id() << " of study " << r->study_id() << "\n";
+            << r->metrics() << " metric values, " << absl::StrFormat("%.3f", r->step_ms())
+            << " ms per step) as run " << r->run_id() << " of study " << r->study_id() << "\n";
   }
   return kExitOk;
 }
@@ -290,7 +298,8 @@ void ClassifyLines(std::istream& in, std::ostream& out) {
       const std::string rest = line.substr(tab + 1);
       op = std::string(absl::StripAsciiWhitespace(rest.substr(0, rest.find('\t'))));
     }
-    const taxonomy::Category c = name.empty() ? taxonomy::Category::kOther : taxonomy::ClassifyKernel(name, op);
+    const taxonomy::Category c =
+        name.empty() ? taxonomy::Category::kOther : taxonomy::ClassifyKernel(name, op);
     out << taxonomy::CategoryName(c) << '\t' << line << '\n';
   }
   out.flush();
@@ -314,32 +323,23 @@ int Execute(const Command& command, MedprofClient* client, const CliIo& io, cons
             return kExitOk;
           },
           [&](const SubmitCommand& c) { return DoSubmit(c, *client, io, policy); },
-          [&](const WatchCommand& c) {
-            return WatchToEnd(*client, c.study_id, c.format, {}, io, policy);
-          },
+          [&](const WatchCommand& c) { return WatchToEnd(*client, c.study_id, c.format, {}, io, policy); },
           [&](const StudiesCommand& c) {
-            auto r = client->ListStudies(c.request);
-            if (!r.ok()) return ServerError(io, r.status());
-            *io.out << FormatStudies(*r, c.format);
-            return kExitOk;
+            return PrintOr(io, client->ListStudies(c.request),
+                           [&](const auto& r) { return FormatStudies(r, c.format); });
           },
           [&](const RunsCommand& c) {
-            auto r = client->ListRuns(c.request);
-            if (!r.ok()) return ServerError(io, r.status());
-            *io.out << FormatRuns(*r, c.format);
-            return kExitOk;
+            return PrintOr(io, client->ListRuns(c.request),
+                           [&](const auto& r) { return FormatRuns(r, c.format); });
           },
           [&](const RunCommand& c) {
-            auto r = client->GetRun(c.run_id);
-            if (!r.ok()) return ServerError(io, r.status());
-            *io.out << FormatRun(*r, c.format);
-            return kExitOk;
+            return PrintOr(io, client->GetRun(c.run_id),
+                           [&](const auto& r) { return FormatRun(r, c.format); });
           },
           [&](const AgentsCommand& c) {
-            auto r = client->ListAgents();
-            if (!r.ok()) return ServerError(io, r.status());
-            *io.out << FormatAgents(*r, c.format, absl::ToUnixMillis(absl::Now()));
-            return kExitOk;
+            return PrintOr(io, client->ListAgents(), [&](const auto& r) {
+              return FormatAgents(r, c.format, absl::ToUnixMillis(absl::Now()));
+            });
           },
           [&](const CancelCommand& c) {
             auto r = client->CancelStudy(c.request);
@@ -349,25 +349,19 @@ int Execute(const Command& command, MedprofClient* client, const CliIo& io, cons
             return kExitOk;
           },
           [&](const CompareCommand& c) {
-            auto r = client->Compare(c.request);
-            if (!r.ok()) return ServerError(io, r.status());
-            *io.out << FormatCompare(*r, c.format);
-            return kExitOk;
+            return PrintOr(io, client->Compare(c.request),
+                           [&](const auto& r) { return FormatCompare(r, c.format); });
           },
           [&](const ReportCommand& c) { return DoReport(c, *client, io); },
           [&](const ImportNcuCommand& c) { return DoImportNcu(c, *client, io); },
           [&](const UploadCommand& c) { return DoUpload(c, *client, io); },
           [&](const KernelsCommand& c) {
-            auto r = client->ListKernels(c.request);
-            if (!r.ok()) return ServerError(io, r.status());
-            *io.out << FormatKernels(*r, c.format, c.all);
-            return kExitOk;
+            return PrintOr(io, client->ListKernels(c.request),
+                           [&](const auto& r) { return FormatKernels(r, c.format, c.all); });
           },
           [&](const DiffCommand& c) {
-            auto r = client->DiffRuns(c.request);
-            if (!r.ok()) return ServerError(io, r.status());
-            *io.out << FormatDiff(*r, c.format);
-            return kExitOk;
+            return PrintOr(io, client->DiffRuns(c.request),
+                           [&](const auto& r) { return FormatDiff(r, c.format); });
           },
           [&](const ExportCommand& c) { return DoExport(c, *client, io); },
       },
@@ -387,7 +381,8 @@ int RunCli(const std::vector<std::string>& argv, const EnvLookup& env, const Cli
     return Execute(*command, nullptr, io, policy);
   }
   if (!command->connection.token_file.empty()) {
-    if (std::string w = token::TokenFileWarning(command->connection.token_file); !w.empty()) *io.err << "medprof: " << w << "\n";
+    if (std::string w = token::TokenFileWarning(command->connection.token_file); !w.empty())
+      *io.err << "medprof: " << w << "\n";
   }
   absl::StatusOr<std::unique_ptr<MedprofClient>> client = MedprofClient::Connect(command->connection);
   if (!client.ok()) {

@@ -20,10 +20,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// Shortest text that reads back as the same double (the JSON spelling), for CSV.
-std::string Num(double v) { return Json(v).dump(); }
-std::string Fixed(double v, int digits) { return absl::StrFormat("%.*f", digits, v); }
-std::string Percent(double share) { return absl::StrFormat("%.0f%%", share * 100.0); }
 
 std::string Bytes(uint64_t b) {
   if (b == 0) return "-";
@@ -272,7 +268,7 @@ std::string FormatRuns(const v1::ListRunsResponse& r, OutputFormat format) {
       for (const auto& run : r.runs()) {
         out += CsvLine({run.run_id(), run.study_id(), run.job_id(), run.agent_id(), absl::StrCat(run.attempt()),
                         RunStateName(run.state()), run.preset(), run.gpu(),
-                        absl::StrCat(run.summary().measured_steps()), Num(run.summary().step_ms_median()),
+                        absl::StrCat(run.summary().measured_steps()), CsvNumber(run.summary().step_ms_median()),
                         absl::StrCat(run.started_unix_ms()), absl::StrCat(run.finished_unix_ms()), run.error()});
       }
       return out;

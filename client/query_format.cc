@@ -21,9 +21,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string Num(double v) { return Json(v).dump(); }
-std::string Fixed(double v, int digits) { return absl::StrFormat("%.*f", digits, v); }
-std::string Percent(double share) { return absl::StrFormat("%.0f%%", share * 100.0); }
 std::string Ms(int64_t ns) { return absl::StrFormat("%.3f", static_cast<double>(ns) / 1e6); }
 
 // The server fills the default; an empty field still means "baseline" (CompareRequest).
@@ -473,8 +470,8 @@ std::string SignaturesCsv(const v1::ListKernelsResponse& r) {
                              "launches_per_step", "total_ns", "mean_ns", "share_of_kernel", "measured"});
   for (const v1::SignatureShare& s : r.signatures()) {
     out += CsvLine({s.kernel(), s.id(), s.op(), s.phase(), s.shapes(), Dims(s.grid()), Dims(s.block()),
-                    absl::StrCat(s.dynamic_shared_bytes()), Num(s.launches_per_step()), absl::StrCat(s.total_ns()),
-                    absl::StrCat(s.mean_ns()), Num(s.share_of_kernel()), s.measured() ? "true" : "false"});
+                    absl::StrCat(s.dynamic_shared_bytes()), CsvNumber(s.launches_per_step()), absl::StrCat(s.total_ns()),
+                    absl::StrCat(s.mean_ns()), CsvNumber(s.share_of_kernel()), s.measured() ? "true" : "false"});
   }
   return out;
 }
@@ -490,7 +487,7 @@ std::string SignaturesTable(const v1::ListKernelsResponse& r) {
                  Align::kLeft});
     for (const v1::SignatureShare& s : r.signatures()) {
       if (s.kernel() != k.name()) continue;
-      t.AddRow({Percent(s.share_of_kernel()), Num(s.launches_per_step()), absl::StrFormat("%.1f", s.mean_ns() / 1e3),
+      t.AddRow({Percent(s.share_of_kernel()), CsvNumber(s.launches_per_step()), absl::StrFormat("%.1f", s.mean_ns() / 1e3),
                 absl::StrCat(s.id(), s.measured() ? "*" : ""), Dims(s.grid()), Dims(s.block()),
                 s.op().empty() ? "-" : s.op(), ClipToWidth(s.shapes(), 80)});
     }
@@ -565,7 +562,7 @@ std::string FormatKernels(const v1::ListKernelsResponse& r, OutputFormat format,
       std::string out = CsvLine({"name", "category", "op", "phase", "count", "total_ns", "share", "coverage_pct"});
       for (const auto& k : r.kernels()) {
         out += CsvLine({k.name(), k.category(), k.op(), k.phase(), absl::StrCat(k.count()), absl::StrCat(k.total_ns()),
-                        Num(k.share()), k.has_coverage_pct() ? Num(k.coverage_pct()) : ""});
+                        CsvNumber(k.share()), k.has_coverage_pct() ? CsvNumber(k.coverage_pct()) : ""});
       }
       return out;
     }
@@ -617,8 +614,8 @@ std::string FormatDiff(const v1::DiffRunsResponse& r, OutputFormat format) {
                                  "a_kernels", "b_kernels", "a_count", "b_count"});
       for (const auto& d : r.rows()) {
         out += CsvLine({d.op(), d.category(), absl::StrCat(d.a_ns()), absl::StrCat(d.b_ns()),
-                        absl::StrCat(d.delta_ns()), d.a_ns() > 0 ? Num(d.ratio()) : "", Num(d.a_share()),
-                        Num(d.b_share()), absl::StrCat(d.a_kernels()), absl::StrCat(d.b_kernels()),
+                        absl::StrCat(d.delta_ns()), d.a_ns() > 0 ? CsvNumber(d.ratio()) : "", CsvNumber(d.a_share()),
+                        CsvNumber(d.b_share()), absl::StrCat(d.a_kernels()), absl::StrCat(d.b_kernels()),
                         absl::StrCat(d.a_count()), absl::StrCat(d.b_count())});
       }
       return out;
@@ -719,7 +716,7 @@ std::string FormatRunExport(const v1::Run& run, OutputFormat format) {
       {"table", "name", "scope", "op", "phase", "category", "step", "count", "total_ns", "self_ns", "value", "unit"});
   for (const auto& s : run.steps()) {
     out += CsvLine({"step", "", "", "", config::PhaseName(s.phase()), "", absl::StrCat(s.step()), "1",
-                    absl::StrCat(s.wall_ns()), "", Num(s.loss()), "loss"});
+                    absl::StrCat(s.wall_ns()), "", CsvNumber(s.loss()), "loss"});
   }
   for (const auto& o : run.ops()) {
     out += CsvLine({"op", o.name(), "", o.name(), o.phase(), o.category(), "", absl::StrCat(o.count()),
@@ -730,7 +727,7 @@ std::string FormatRunExport(const v1::Run& run, OutputFormat format) {
                     absl::StrCat(k.total_ns()), "", "", ""});
   }
   for (const auto& m : run.metrics()) {
-    out += CsvLine({"metric", m.name(), m.scope(), "", "", "", "", "", "", "", Num(m.value()), m.unit()});
+    out += CsvLine({"metric", m.name(), m.scope(), "", "", "", "", "", "", "", CsvNumber(m.value()), m.unit()});
   }
   return out;
 }

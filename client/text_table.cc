@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_format.h"
+
 namespace medprof::client {
 
 size_t DisplayWidth(absl::string_view text) {
@@ -85,5 +89,9 @@ std::string CsvLine(const std::vector<std::string>& fields) {
   out += '\n';
   return out;
 }
+
+std::string CsvNumber(double v) { return nlohmann::json(v).dump(); }
+std::string Fixed(double v, int digits) { return absl::StrFormat("%.*f", digits, v); }
+std::string Percent(double share) { return absl::StrFormat("%.0f%%", share * 100.0); }
 
 }  // namespace medprof::client

@@ -1,4 +1,4 @@
-// Plain-text tables and CSV lines for the CLI's output.
+// Plain-text tables, CSV lines and number cells for the CLI's output.
 //
 // TextTable lays out a header and rows in columns separated by two spaces, padded to the
 // widest cell (width counted in UTF-8 code points), numbers right-aligned where the column
@@ -43,6 +43,13 @@ size_t DisplayWidth(absl::string_view text);
 std::string ClipToWidth(const std::string& text, int width);
 
 std::string CsvField(absl::string_view field);
+
+// Cell texts for numbers, one spelling for every command: CsvNumber is the shortest text that
+// reads back as the same double (the JSON spelling); Fixed has `digits` decimals; Percent
+// prints a 0..1 share as a whole percentage ("42%").
+std::string CsvNumber(double v);
+std::string Fixed(double v, int digits);
+std::string Percent(double share);
 std::string CsvLine(const std::vector<std::string>& fields);
 
 }  // namespace medprof::client
