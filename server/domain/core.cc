@@ -9,18 +9,22 @@
 
 namespace medprof::server {
 
-absl::Status RecordJobChange(StoreTx& tx, int64_t now, JobRecord& job, const std::string& run_id,
-                             const std::string& message) {
-  job.updated_unix_ms = now;
-  MEDPROF_RETURN_IF_ERROR(tx.UpdateJob(job));
+EventRecord JobEvent(const JobRecord& job, const std::string& run_id, int64_t now, std::string message) {
   EventRecord e;
   e.study_id = job.study_id;
   e.job_id = job.job_id;
   e.run_id = run_id;
   e.job_state = job.state;
-  e.message = message;
+  e.message = std::move(message);
   e.unix_ms = now;
-  MEDPROF_RETURN_IF_ERROR(tx.AppendEvent(e).status());
+  return e;
+}
+
+absl::Status RecordJobChange(StoreTx& tx, int64_t now, JobRecord& job, const std::string& run_id,
+                             const std::string& message) {
+  job.updated_unix_ms = now;
+  MEDPROF_RETURN_IF_ERROR(tx.UpdateJob(job));
+  MEDPROF_RETURN_IF_ERROR(tx.AppendEvent(JobEvent(job, run_id, now, message)).status());
   if (!IsTerminal(job.state)) return absl::OkStatus();
 
   MEDPROF_ASSIGN_OR_RETURN(JobCounts counts, tx.CountJobs(job.study_id));
@@ -45,14 +49,8 @@ absl::Status RecordProgress(StoreTx& tx, int64_t now, JobRecord& job, const std:
   job.progress_json = std::move(json);
   job.updated_unix_ms = now;
   MEDPROF_RETURN_IF_ERROR(tx.UpdateJob(job));
-  EventRecord e;
-  e.study_id = job.study_id;
-  e.job_id = job.job_id;
-  e.run_id = run_id;
-  e.job_state = job.state;
+  EventRecord e = JobEvent(job, run_id, now, progress.message());  // stage and step: progress_json
   e.progress_json = job.progress_json;
-  e.message = progress.message();  // stage and step travel in e.progress_json
-  e.unix_ms = now;
   return tx.AppendEvent(e).status();
 }
 

@@ -36,6 +36,9 @@ struct DomainCore {
   QueryPool query_pool;  // runs the read-only queries at a lower CPU priority
 };
 
+// The event row of a change to `job` (its current state) in `run_id` ("" for none) at `now`.
+EventRecord JobEvent(const JobRecord& job, const std::string& run_id, int64_t now, std::string message);
+
 // Writes `job` (stamping updated_unix_ms = now) and appends its event. When the job has ended
 // and was the last running or queued job of its study, marks the study finished and appends
 // the study's final event (study_finished = true).

@@ -299,14 +299,10 @@ absl::StatusOr<JobState> Scheduler::FinishRun(const CallContext&, const FinishRu
       job_state = job.state;
       log_line = absl::StrCat("run ", run.run_id, " ended as ", RunStateName(run.state), "; job ", job.job_id,
                               " stays ", JobStateName(job.state));
-      EventRecord e;
-      e.study_id = job.study_id;
-      e.job_id = job.job_id;
-      e.run_id = run.run_id;
-      e.job_state = job.state;
-      e.message = absl::StrCat("run ", run.run_id, " ended as ", RunStateName(run.state));
-      e.unix_ms = now;
-      return tx.AppendEvent(e).status();
+      return tx
+          .AppendEvent(JobEvent(job, run.run_id, now,
+                                absl::StrCat("run ", run.run_id, " ended as ", RunStateName(run.state))))
+          .status();
     }
 
     std::string message;

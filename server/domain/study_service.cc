@@ -149,15 +149,10 @@ absl::StatusOr<SubmitStudyResult> StudyService::SubmitStudy(const CallContext& c
     MEDPROF_RETURN_IF_ERROR(tx.InsertStudy(study));
     for (const JobView& j : jobs) {
       MEDPROF_RETURN_IF_ERROR(tx.InsertJob(j.record));
-      EventRecord e;
-      e.study_id = study.study_id;
-      e.job_id = j.record.job_id;
-      e.job_state = JobState::kQueued;
-      e.unix_ms = now;
-      e.message = absl::StrCat("preset ", j.record.preset, ", target ",
-                               j.record.target.empty() ? "any" : absl::StrCat("'", j.record.target, "'"), ", repeat ",
-                               j.record.repeat);
-      MEDPROF_RETURN_IF_ERROR(tx.AppendEvent(e).status());
+      const std::string message = absl::StrCat(
+          "preset ", j.record.preset, ", target ", j.record.target.empty() ? "any" : absl::StrCat("'", j.record.target, "'"),
+          ", repeat ", j.record.repeat);
+      MEDPROF_RETURN_IF_ERROR(tx.AppendEvent(JobEvent(j.record, "", now, message)).status());
     }
     // Warn about targets no registered agent can serve (the jobs still wait for one).
     MEDPROF_ASSIGN_OR_RETURN(std::vector<AgentRecord> agents, tx.ListAgents());
