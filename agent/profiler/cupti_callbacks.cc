@@ -15,15 +15,6 @@ namespace {
 std::mutex g_mu;  // guards the hooks and the instance
 CuptiCallbacks* g_instance = nullptr;
 
-constexpr CUpti_CallbackId kLaunchCbids[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-};
-
 void CUPTIAPI OnCallback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* data) {
   static_cast<CuptiCallbacks*>(userdata)->Dispatch(domain, cbid, data);
@@ -53,7 +44,7 @@ absl::Status CuptiCallbacks::SetLaunchHook(LaunchHook hook) {
     std::lock_guard<std::mutex> lock(g_mu);
     launch_hook_ = std::move(hook);
   }
-  for (CUpti_CallbackId cbid : kLaunchCbids) {
+  for (CUpti_CallbackId cbid : kKernelLaunchCbids) {
     MEDPROF_RETURN_IF_ERROR(
         MEDPROF_CUPTI_CALL(cuptiEnableCallback(on, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid)));
   }

@@ -22,6 +22,17 @@
 
 namespace medprof::profiler {
 
+// The driver APIs that launch a kernel (cuDNN and cuBLAS launch through the driver API too): the
+// callbacks the metrics layer hooks and the driver records the tracer keeps.
+inline constexpr CUpti_CallbackId kKernelLaunchCbids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+};
+
 struct LaunchEvent {
   bool enter = false;            // API enter (before the launch) or exit (after)
   const char* symbol = nullptr;  // mangled kernel name (CUPTI's symbolName)

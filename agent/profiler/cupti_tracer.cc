@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/profiler/cupti_call.h"
+#include "agent/profiler/cupti_callbacks.h"
 #include "agent/profiler/cupti_records.h"
 #include "common/clock.h"
 #include "common/status.h"
@@ -67,14 +68,8 @@ constexpr CUpti_CallbackId kRuntimeApis[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
 };
-// cuDNN and cuBLAS launch through the driver API.
-constexpr CUpti_CallbackId kDriverApis[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+// Besides the kernel launches (kKernelLaunchCbids): graph launches, async copies and sets.
+constexpr CUpti_CallbackId kDriverCopyApis[] = {
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync,
@@ -149,7 +144,10 @@ absl::Status CuptiTracer::Enable() {
   for (CUpti_CallbackId cbid : kRuntimeApis) {
     MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiActivityEnableRuntimeApi(cbid, 1)));
   }
-  for (CUpti_CallbackId cbid : kDriverApis) {
+  for (CUpti_CallbackId cbid : kKernelLaunchCbids) {
+    MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiActivityEnableDriverApi(cbid, 1)));
+  }
+  for (CUpti_CallbackId cbid : kDriverCopyApis) {
     MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiActivityEnableDriverApi(cbid, 1)));
   }
 #else
@@ -190,7 +188,8 @@ absl::Status CuptiTracer::Resume() {
 void CuptiTracer::DisableAll() {
 #if CUPTI_API_VERSION >= 24
   for (CUpti_CallbackId cbid : kRuntimeApis) cuptiActivityEnableRuntimeApi(cbid, 0);
-  for (CUpti_CallbackId cbid : kDriverApis) cuptiActivityEnableDriverApi(cbid, 0);
+  for (CUpti_CallbackId cbid : kKernelLaunchCbids) cuptiActivityEnableDriverApi(cbid, 0);
+  for (CUpti_CallbackId cbid : kDriverCopyApis) cuptiActivityEnableDriverApi(cbid, 0);
 #endif
   for (int kind : enabled_kinds_) {
     if (absl::Status s = MEDPROF_CUPTI_CALL(cuptiActivityDisable(static_cast<CUpti_ActivityKind>(kind)));

@@ -1,5 +1,8 @@
 #include "agent/profiler/metrics_layer.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -218,12 +221,15 @@ absl::Status MetricsLayer::RunPicker(const StepRunner& run, CounterSession* targ
     if (e.enter) {
       LaunchSignature s;
       if (active != 0 || !hooks_.resolve(e, wanted, &s) || !picker->Want(s)) return;
+      kLog.Debug("metrics layer: profiling {} (correlation {}) on thread {}", s.kernel, e.correlation_id,
+                 static_cast<long>(syscall(SYS_gettid)));
       hook_status = target->Start();
       if (!hook_status.ok()) return;
       active = e.correlation_id == 0 ? 1 : e.correlation_id;
       current = std::move(s);
     } else if (active != 0 && (e.correlation_id == active || e.correlation_id == 0)) {
       auto all = target->Stop();
+      kLog.Debug("metrics layer: profiled correlation {}", active);
       active = 0;
       if (!all.ok()) {
         hook_status = all.status();

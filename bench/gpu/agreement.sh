@@ -13,7 +13,8 @@
 # Everything goes to OUT_DIR/<preset>-<phase>-*; one line per case in OUT_DIR/summary.txt.
 #
 #   bash bench/gpu/agreement.sh OUT_DIR CASE...      e.g. ... out opt12:forward opt1:train
-# Environment: WORKER (default build-gpu/bin/medprof-worker), VOLUME (128), TOP (10), NCU_REPLAY
+# Environment: WORKER (default build-gpu/bin/medprof-worker), VOLUME (128), TOP (10), LEGACY (1: also
+# run the legacy Profiling API; 0: skip it), WORKER_TIMEOUT_S (300: a worker run is stopped after it), NCU_REPLAY
 # (kernel | application, default kernel: ncu's replay mode for the first run; medprof's one-pass
 # sessions measure each launch in the cache state the application left, as application replay does,
 # while kernel replay of ncu's two passes restores memory between them).
@@ -34,7 +35,7 @@ run_worker() {  # file-prefix, preset, phase, extra args...
   local accum=() t0 rc
   [ "$phase" = train ] && accum=(--grad-accum 1)
   t0=$(date +%s.%N)
-  "$worker" --preset "$preset" --phase "$phase" "${accum[@]}" --volume "$volume" --steps 3 --warmup 2 --metrics \
+  timeout -k 10 "${WORKER_TIMEOUT_S:-300}" "$worker" --preset "$preset" --phase "$phase" "${accum[@]}" --volume "$volume" --steps 3 --warmup 2 --metrics \
     --metrics-top-k "$top" --overhead-pairs 0 "$@" --out "$out/$name.pb" 2>"$out/$name.log"
   rc=$?
   "$worker" --decode "$out/$name.pb" >"$out/$name.jsonl" 2>>"$out/$name.log"
@@ -61,7 +62,7 @@ for spec in "$@"; do
   preset=${spec%%:*}; phase=${spec##*:}; c="$preset-$phase"
   say "== $c"
   run_worker "$c-medprof" "$preset" "$phase"
-  run_worker "$c-legacy" "$preset" "$phase" --counter-api legacy
+  [ "${LEGACY:-1}" = 1 ] && run_worker "$c-legacy" "$preset" "$phase" --counter-api legacy
   regex=$(python3 bench/gpu/ncu_compare.py regex "$out/$c-medprof.jsonl" --top "$top" --demangled)
   run_ncu "$c" "$preset" "$phase" "$out/$c-ncu.csv" "$regex" --replay-mode "${NCU_REPLAY:-kernel}"
   csvs="$out/$c-ncu.csv"
@@ -94,6 +95,7 @@ PY
 )
   python3 bench/gpu/ncu_agree.py ncu "$out/$c-medprof.jsonl" "$csvs" --top "$top" >"$out/$c-vs-ncu.txt" 2>&1
   say "  vs ncu (exit $?): $(grep -E '^level' "$out/$c-vs-ncu.txt" | tr '\n' ' ')"
+  [ -s "$out/$c-legacy.jsonl" ] || { say "  legacy: not run (LEGACY=${LEGACY:-1})"; continue; }
   python3 bench/gpu/ncu_agree.py runs "$out/$c-legacy.jsonl" "$out/$c-medprof.jsonl" --top "$top" \
     >"$out/$c-legacy-vs-range.txt" 2>&1
   say "  legacy vs range (exit $?): $(grep -E '^level' "$out/$c-legacy-vs-range.txt" | tr '\n' ' ')"

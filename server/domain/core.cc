@@ -9,6 +9,49 @@
 
 namespace medprof::server {
 
+QueryTimer::~QueryTimer() {
+  if (MetricsSink* sink = core_.metrics.load(); sink != nullptr) {
+    sink->QueryServed(name_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
+}
+
+ArrivedRunRows NewArrivedRun(const std::string& study_id, const std::string& job_id, const std::string& run_id,
+                             const std::string& preset, const std::string& target, const std::string& agent_id,
+                             std::string config_json, int64_t now) {
+  ArrivedRunRows rows;
+  JobRecord& job = rows.job;
+  job.job_id = job_id;
+  job.study_id = study_id;
+  job.preset = preset;
+  job.target = target;
+  job.repeat = 1;
+  job.attempts = 1;
+  job.max_attempts = 1;
+  job.timeout_s = 1;
+  job.config_json = std::move(config_json);
+  job.current_run_id = run_id;
+  job.created_unix_ms = job.updated_unix_ms = now;
+  RunRecord& run = rows.run;
+  run.run_id = run_id;
+  run.job_id = job_id;
+  run.study_id = study_id;
+  run.agent_id = agent_id;
+  run.attempt = 1;
+  run.device_index = -1;
+  run.started_unix_ms = now;
+  return rows;
+}
+
+absl::StatusOr<StudyRecord> OpenStudy(StoreTx& tx, const std::string& study_id, std::string_view verb) {
+  MEDPROF_ASSIGN_OR_RETURN(std::optional<StudyRecord> study, tx.GetStudy(study_id));
+  if (!study.has_value()) return absl::NotFoundError(absl::StrCat("study_id: no study '", study_id, "'"));
+  if (study->cancelled) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("study ", study_id, " is cancelled: ", verb, " into another study"));
+  }
+  return *std::move(study);
+}
+
 EventRecord JobEvent(const JobRecord& job, const std::string& run_id, int64_t now, std::string message) {
   EventRecord e;
   e.study_id = job.study_id;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,37 @@ struct DomainCore {
   std::atomic<MetricsSink*> metrics{nullptr};
   QueryPool query_pool;  // runs the read-only queries at a lower CPU priority
 };
+
+// Reports a read query's wall time (from construction to destruction) to the core's metrics
+// sink under `name` (a string literal), when a sink is set. Scoped to one query on one thread.
+class QueryTimer {
+ public:
+  QueryTimer(DomainCore& core, const char* name)
+      : core_(core), name_(name), start_(std::chrono::steady_clock::now()) {}
+  ~QueryTimer();
+  QueryTimer(const QueryTimer&) = delete;
+  QueryTimer& operator=(const QueryTimer&) = delete;
+
+ private:
+  DomainCore& core_;
+  const char* name_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+// The job and run rows of a run that arrives whole (import-ncu, upload) rather than through a
+// lease: one attempt, no retry, created `now`. The caller sets the job's and the run's state and
+// anything else it knows before inserting them.
+struct ArrivedRunRows {
+  JobRecord job;
+  RunRecord run;
+};
+ArrivedRunRows NewArrivedRun(const std::string& study_id, const std::string& job_id, const std::string& run_id,
+                             const std::string& preset, const std::string& target, const std::string& agent_id,
+                             std::string config_json, int64_t now);
+
+// The study `study_id` when it exists and is not cancelled; else NOT_FOUND naming the field, or
+// FAILED_PRECONDITION saying to `verb` ("import", "upload") into another study.
+absl::StatusOr<StudyRecord> OpenStudy(StoreTx& tx, const std::string& study_id, std::string_view verb);
 
 // The event row of a change to `job` (its current state) in `run_id` ("" for none) at `now`.
 EventRecord JobEvent(const JobRecord& job, const std::string& run_id, int64_t now, std::string message);

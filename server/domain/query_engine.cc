@@ -9,27 +9,6 @@
 #include "server/domain/compare.h"
 
 namespace medprof::server {
-namespace {
-
-// Reports the query's wall time to the metrics sink when it goes out of scope.
-class QueryTimer {
- public:
-  QueryTimer(DomainCore& core, const char* name)
-      : core_(core), name_(name), start_(std::chrono::steady_clock::now()) {}
-  ~QueryTimer() {
-    if (MetricsSink* sink = core_.metrics.load(); sink != nullptr) {
-      sink->QueryServed(name_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
-    }
-  }
-
- private:
-  DomainCore& core_;
-  const char* name_;
-  std::chrono::steady_clock::time_point start_;
-};
-
-}  // namespace
-
 double Quantile(std::vector<double> values, double q) {
   std::sort(values.begin(), values.end());
   return QuantileOfSorted(values, q);

@@ -254,37 +254,15 @@ absl::StatusOr<ImportRunResult> RunImporter::Import(const CallContext& ctx, cons
       MEDPROF_RETURN_IF_ERROR(tx.InsertStudy(study));
       out.study_id = study.study_id;
     } else {
-      MEDPROF_ASSIGN_OR_RETURN(std::optional<StudyRecord> study, tx.GetStudy(r.study_id));
-      if (!study.has_value()) return absl::NotFoundError(absl::StrCat("study_id: no study '", r.study_id, "'"));
-      if (study->cancelled) {
-        return absl::FailedPreconditionError(absl::StrCat("study ", r.study_id, " is cancelled: import into another study"));
-      }
-      out.study_id = study->study_id;
+      MEDPROF_ASSIGN_OR_RETURN(StudyRecord study, OpenStudy(tx, r.study_id, "import"));
+      out.study_id = study.study_id;
     }
-    JobRecord job;
-    job.job_id = out.job_id;
-    job.study_id = out.study_id;
-    job.preset = r.preset;
-    job.target = absl::StrCat("import:", r.source);
-    job.repeat = 1;
+    const std::string origin = absl::StrCat("import:", r.source);
+    auto [job, run] =
+        NewArrivedRun(out.study_id, out.job_id, out.run_id, r.preset, origin, origin, ToJson(effective), now);
     job.state = JobState::kQueued;  // inserted as created, then moved to succeeded with its event
-    job.attempts = 1;
-    job.max_attempts = 1;
-    job.timeout_s = 1;
-    job.config_json = ToJson(effective);
-    job.current_run_id = out.run_id;
-    job.created_unix_ms = job.updated_unix_ms = now;
     MEDPROF_RETURN_IF_ERROR(tx.InsertJob(job));
-
-    RunRecord run;
-    run.run_id = out.run_id;
-    run.job_id = job.job_id;
-    run.study_id = out.study_id;
-    run.agent_id = absl::StrCat("import:", r.source);
-    run.attempt = 1;
-    run.device_index = -1;
     run.state = RunState::kSucceeded;
-    run.started_unix_ms = now;
     run.finished_unix_ms = now;
     MEDPROF_RETURN_IF_ERROR(tx.InsertRun(run));
     run.effective_json = ToJson(effective);

@@ -15,22 +15,6 @@
 namespace medprof::server {
 namespace {
 
-
-class Timer {
- public:
-  Timer(DomainCore& core, const char* name) : core_(core), name_(name), start_(std::chrono::steady_clock::now()) {}
-  ~Timer() {
-    if (MetricsSink* sink = core_.metrics.load(); sink != nullptr) {
-      sink->QueryServed(name_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
-    }
-  }
-
- private:
-  DomainCore& core_;
-  const char* name_;
-  std::chrono::steady_clock::time_point start_;
-};
-
 absl::Status CheckTop(int top) {
   if (top < 0 || top > limits::kMaxTopRows) {
     return absl::InvalidArgumentError(
@@ -147,7 +131,7 @@ std::vector<SignatureShareRow> ListedSignatures(const std::vector<SignatureRow>&
 }  // namespace
 
 absl::StatusOr<KernelsResult> QueryEngine::Kernels(const CallContext&, const KernelsRequest& r) {
-  Timer timer(core_, "kernels");
+  QueryTimer timer(core_, "kernels");
   return core_.query_pool.Call([&] { return DoKernels(r); });
 }
 
@@ -192,7 +176,7 @@ absl::StatusOr<KernelsResult> QueryEngine::DoKernels(const KernelsRequest& r) {
 }
 
 absl::StatusOr<DiffResult> QueryEngine::Diff(const CallContext&, const DiffRequest& r) {
-  Timer timer(core_, "diff");
+  QueryTimer timer(core_, "diff");
   return core_.query_pool.Call([&] { return DoDiff(r); });
 }
 
@@ -285,7 +269,7 @@ absl::StatusOr<DiffResult> QueryEngine::DoDiff(const DiffRequest& r) {
 }
 
 absl::StatusOr<TimelineResult> QueryEngine::Timeline(const CallContext&, const std::string& run_id) {
-  Timer timer(core_, "timeline");
+  QueryTimer timer(core_, "timeline");
   return core_.query_pool.Call([&] { return DoTimeline(run_id); });
 }
 

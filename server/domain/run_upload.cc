@@ -61,33 +61,12 @@ absl::StatusOr<UploadRunResult> RunUploader::Upload(const CallContext& ctx, cons
   out.preset = preset;
   const std::string agent = absl::StrCat("upload:", out.run_id);
   MEDPROF_RETURN_IF_ERROR(core_.store.Write([&](StoreTx& tx) -> absl::Status {
-    MEDPROF_ASSIGN_OR_RETURN(std::optional<StudyRecord> study, tx.GetStudy(r.study_id));
-    if (!study.has_value()) return absl::NotFoundError(absl::StrCat("study_id: no study '", r.study_id, "'"));
-    if (study->cancelled) {
-      return absl::FailedPreconditionError(absl::StrCat("study ", r.study_id, " is cancelled: upload into another study"));
-    }
-    JobRecord job;
-    job.job_id = out.job_id;
-    job.study_id = r.study_id;
-    job.preset = preset;
-    job.target = "upload";
-    job.repeat = 1;
+    MEDPROF_RETURN_IF_ERROR(OpenStudy(tx, r.study_id, "upload").status());
+    auto [job, run] = NewArrivedRun(r.study_id, out.job_id, out.run_id, preset, "upload", agent,
+                                    ToJson(r.messages[0].started().effective()), now);
     job.state = JobState::kRunning;
-    job.attempts = 1;
-    job.max_attempts = 1;
-    job.timeout_s = 1;
-    job.config_json = ToJson(r.messages[0].started().effective());
-    job.current_run_id = out.run_id;
-    job.created_unix_ms = job.updated_unix_ms = now;
     MEDPROF_RETURN_IF_ERROR(tx.InsertJob(job));
-    RunRecord run;
-    run.run_id = out.run_id;
-    run.job_id = job.job_id;
-    run.study_id = r.study_id;
-    run.agent_id = agent;
-    run.device_index = -1;
     run.state = RunState::kRunning;
-    run.started_unix_ms = now;
     // A lease like a leased run's, so the lease reaper leaves the upload alone while its windows
     // are ingested (a run inserted with no lease was reaped as lost when a pass fell in between).
     run.lease_expires_unix_ms = now + core_.options.lease_ttl_ms;
