@@ -51,7 +51,9 @@ class StepObserver : public workload::PhaseObserver {
 
   void OnStepBegin(int index, bool measured) override {
 #if MEDPROF_HAVE_CUDA
-    if (measured) nvtxRangePushA("medprof_measured_step");
+    // A start/end range, not push/pop: it spans every thread, so the backward kernels LibTorch
+    // launches from its autograd thread fall inside it (ncu --nvtx-include medprof_measured_step).
+    if (measured) nvtx_step_ = nvtxRangeStartA("medprof_measured_step");
 #endif
     profiler_->OnStepBegin(index, measured);
   }
@@ -61,7 +63,7 @@ class StepObserver : public workload::PhaseObserver {
   void OnStepEnd(const workload::StepReport& report) override {
     profiler_->OnStepEnd(report);
 #if MEDPROF_HAVE_CUDA
-    if (report.measured) nvtxRangePop();
+    if (report.measured) nvtxRangeEnd(nvtx_step_);
 #endif
     const v1::WorkloadConfig& c = ctx_.effective;
     if (report.measured) {
@@ -113,6 +115,9 @@ class StepObserver : public workload::PhaseObserver {
   profiler::Profiler* profiler_;
   std::vector<int64_t> wall_ns_;
   double final_loss_ = 0.0;
+#if MEDPROF_HAVE_CUDA
+  nvtxRangeId_t nvtx_step_ = 0;  // the measured step's NVTX range
+#endif
 };
 
 int Fail(const RunContext& ctx, const absl::Status& status, const std::string& context) {

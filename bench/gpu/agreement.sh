@@ -48,7 +48,7 @@ run_ncu() {  # case, preset, phase, csv, regex, extra ncu args...
   [ "$phase" = train ] && accum=(--grad-accum 1)
   t0=$(date +%s)
   ncu --clock-control none --cache-control none --csv --page raw --print-kernel-base demangled \
-    --nvtx --nvtx-include "medprof_measured_step/" --kernel-name-base demangled --kernel-name "$regex" \
+    --nvtx --nvtx-include "medprof_measured_step" --kernel-name-base demangled --kernel-name "$regex" \
     --metrics "$metrics" "$@" --log-file "$csv.log" \
     "$worker" --preset "$preset" --phase "$phase" "${accum[@]}" --volume "$volume" --steps 1 --warmup 2 \
       --no-trace --no-sampling --overhead-pairs 0 --out "$out/$c-ncu-worker.pb" >"$csv" 2>"$out/$c-ncu-worker.log"

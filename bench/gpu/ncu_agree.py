@@ -5,7 +5,8 @@
   ncu_agree.py ncu RUN.jsonl NCU.csv[,NCU2.csv] [--top N]
       RUN.jsonl: `medprof-worker --decode run.pb` of a run with --metrics. NCU.csv: `ncu --csv
       --page raw --print-kernel-base demangled` over ONE measured step of the same workload
-      (--nvtx-include medprof_measured_step/), every launch of the run's top-N kernels profiled.
+      (--nvtx-include medprof_measured_step: a start/end range, so the backward kernels of the
+      autograd thread are inside it), every launch of the run's top-N kernels profiled.
       (a) per signature: each signature medprof measured (scope signature:<id>) against ncu's
           launch of the same kernel, grid and block at the same position among that kernel's
           launches with that grid and block in the step (the signature's ordinals give it);

@@ -55,12 +55,50 @@ STOP = {"void", "at", "native", "std", "cudnn", "anonymous", "namespace", "unnam
         "cudnnKernelDataType_t"}
 
 
+def template_numbers(name):
+    """The integer and boolean arguments of the kernel's own template argument list (the first
+    level only), in order, as both demanglers print them: cxxabi writes 'nchwToNhwcKernel<float,
+    float, float, false, true, (cudnnKernelDataType_t)2>', ncu 'nchwToNhwcKernel<float, float,
+    float, 0, 1, 2>'. Two instantiations that differ only there are different kernels."""
+    text = name.replace("(anonymous namespace)", " ").replace("<unnamed>", " ").replace("unnamed>", " ")
+    args, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "(" and depth == 0 and (args or cur):
+            break  # the parameter list
+        if ch == "<":
+            depth += 1
+            if depth == 1:
+                cur = ""
+                continue
+        elif ch == ">":
+            depth -= 1
+            if depth == 0:
+                args.append(cur)
+                break
+        elif ch == "," and depth == 1:
+            args.append(cur)
+            cur = ""
+            continue
+        if depth >= 1:
+            cur += ch
+    out = []
+    for a in (x.strip() for x in args):
+        a = re.sub(r"^\(\s*[A-Za-z_][\w:]*\s*\)\s*", "", a)  # (enum_t)2 -> 2
+        m = re.fullmatch(r"(true|false|-?\d+)(?:[uU][lL]{0,2}|[lL]{1,2})?", a)
+        if m:
+            out.append({"true": "1", "false": "0"}.get(m.group(1), m.group(1)))
+    return tuple(out)
+
+
 def norm(name):
-    """A key that survives the two demanglers (cxxabi in the worker, ncu's own): the set of
-    identifiers in the name, without namespaces, builtin types, lambda numbering and ncu's T1/T2
-    template placeholders."""
-    tokens = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", name)
-    return frozenset(t for t in tokens if t not in STOP and not re.fullmatch(r"T\d+", t))
+    """A key that survives the two demanglers (cxxabi in the worker, ncu's own, which drops some
+    namespaces): the set of identifiers in the name that are not a qualifier (followed by '::'),
+    without builtin types, lambda numbering and ncu's T1/T2 template placeholders, plus the
+    ordered numeric template arguments (template_numbers)."""
+    text = name.replace("(anonymous namespace)", " ").replace("<unnamed>", " ").replace("unnamed>", " ")
+    tokens = re.findall(r"[A-Za-z_][A-Za-z0-9_]*(?!\s*::|[A-Za-z0-9_])", text)
+    words = frozenset(t for t in tokens if t not in STOP and not re.fullmatch(r"T\d+", t))
+    return (words, template_numbers(name))
 
 
 def load_run(path):

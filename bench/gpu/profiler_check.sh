@@ -107,7 +107,7 @@ if has ncu; then
     local t0 rc
     t0=$(date +%s)
     ncu --clock-control none --cache-control "${NCU_CACHE:-none}" --csv --page raw --print-kernel-base demangled \
-      --nvtx --nvtx-include "medprof_measured_step/" --kernel-name-base "$1" --kernel-name "$2" --metrics "$metrics" \
+      --nvtx --nvtx-include "medprof_measured_step" --kernel-name-base "$1" --kernel-name "$2" --metrics "$metrics" \
       --log-file "$out/ncu.log" \
       "$worker" --preset opt1 --phase forward --volume 128 --steps "$ncu_steps" --warmup 2 --no-trace --no-sampling \
         --overhead-pairs 0 --out "$out/ncu-worker.pb" >"$out/ncu.csv" 2>"$out/ncu-worker.log"
