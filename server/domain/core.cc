@@ -47,7 +47,7 @@ absl::StatusOr<StudyRecord> OpenStudy(StoreTx& tx, const std::string& study_id, 
   if (!study.has_value()) return absl::NotFoundError(absl::StrCat("study_id: no study '", study_id, "'"));
   if (study->cancelled) {
     return absl::FailedPreconditionError(
-        absl::StrCat("study ", study_id, " is cancelled: ", verb, " into another study"));
+        absl::StrCat("study ", study_id, " is cancelled: ", std::string(verb), " into another study"));
   }
   return *std::move(study);
 }
