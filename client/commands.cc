@@ -193,6 +193,16 @@ constexpr size_t kMaxImportFileBytes = size_t{1} << 30;
 // One request carries the whole file: the server's default receive limit.
 constexpr size_t kMaxUploadBytes = size_t{16} << 20;
 
+// The ids of a run the server stored from an upload or an import, as the JSON output starts.
+template <typename Response>
+nlohmann::ordered_json StoredRunIds(const Response& r) {
+  nlohmann::ordered_json j;
+  j["run_id"] = r.run_id();
+  j["study_id"] = r.study_id();
+  j["job_id"] = r.job_id();
+  return j;
+}
+
 int DoUpload(const UploadCommand& c, MedprofClient& client, const CliIo& io) {
   absl::StatusOr<std::unique_ptr<ResultReader>> reader = ResultReader::OpenFile(c.file);
   if (!reader.ok()) {
@@ -220,10 +230,7 @@ int DoUpload(const UploadCommand& c, MedprofClient& client, const CliIo& io) {
   absl::StatusOr<v1::UploadRunResponse> r = client.UploadRun(request);
   if (!r.ok()) return ServerError(io, r.status());
   if (c.format == OutputFormat::kJson) {
-    nlohmann::ordered_json j;
-    j["run_id"] = r->run_id();
-    j["study_id"] = r->study_id();
-    j["job_id"] = r->job_id();
+    nlohmann::ordered_json j = StoredRunIds(*r);
     j["preset"] = r->preset();
     j["gpu"] = r->gpu();
     j["steps"] = r->steps();
@@ -265,10 +272,7 @@ int DoImportNcu(const ImportNcuCommand& c, MedprofClient& client, const CliIo& i
   absl::StatusOr<v1::ImportRunResponse> r = client.ImportRun(plan->request);
   if (!r.ok()) return ServerError(io, r.status());
   if (c.format == OutputFormat::kJson) {
-    nlohmann::ordered_json j;
-    j["run_id"] = r->run_id();
-    j["study_id"] = r->study_id();
-    j["job_id"] = r->job_id();
+    nlohmann::ordered_json j = StoredRunIds(*r);
     j["launches"] = run->launches;
     j["kernels"] = r->kernels();
     j["metrics"] = r->metrics();

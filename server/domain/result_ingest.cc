@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "server/domain/codec.h"
 #include "server/domain/limits.h"
+#include "server/domain/result_rows.h"
 
 namespace medprof::server {
 namespace {
@@ -28,12 +29,7 @@ std::string Category(const std::string& stored, taxonomy::Category computed) {
 std::vector<SignatureRow> SignatureRows(const v1::KernelSignatures& m) {
   std::vector<SignatureRow> rows;
   rows.reserve(m.signatures_size());
-  for (const v1::KernelSignature& k : m.signatures()) {
-    rows.push_back(SignatureRow{k.id(), k.kernel(), k.op(), k.phase(), k.shapes(),
-                                std::vector<int>(k.grid().begin(), k.grid().end()),
-                                std::vector<int>(k.block().begin(), k.block().end()), k.dynamic_shared_bytes(),
-                                k.count(), k.total_ns(), k.min_ns(), k.max_ns(), m.steps()});
-  }
+  for (const v1::KernelSignature& k : m.signatures()) rows.push_back(SignatureRowOf(k, m.steps()));
   return rows;
 }
 
@@ -56,23 +52,7 @@ std::vector<OpRow> OpRows(const v1::OpAggregates& m) {
 
 std::vector<KernelRow> KernelRows(const v1::KernelAggregates& m) {
   std::vector<KernelRow> rows;
-  for (const v1::KernelStat& k : m.kernels()) {
-    KernelRow r;
-    r.name = k.name();
-    r.op = k.op();
-    r.phase = k.phase();
-    r.category = Category(k.category(), taxonomy::ClassifyKernel(k.name(), k.op()));
-    r.count = k.count();
-    r.total_ns = k.total_ns();
-    r.min_ns = k.min_ns();
-    r.max_ns = k.max_ns();
-    r.grid.assign(k.grid().begin(), k.grid().end());
-    r.block.assign(k.block().begin(), k.block().end());
-    r.registers = k.registers();
-    r.shared_bytes = k.shared_bytes();
-    r.theoretical_occupancy = k.theoretical_occupancy();
-    rows.push_back(std::move(r));
-  }
+  for (const v1::KernelStat& k : m.kernels()) rows.push_back(KernelRowOf(k));
   return rows;
 }
 

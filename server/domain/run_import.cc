@@ -14,6 +14,7 @@
 #include "common/request_limits.h"
 #include "common/workload_config.h"
 #include "server/domain/codec.h"
+#include "server/domain/result_rows.h"
 
 namespace medprof::server {
 namespace {
@@ -154,12 +155,7 @@ absl::Status CheckRequest(const ImportRunRequest& r) {
 
 std::vector<SignatureRow> SignatureRows(const std::vector<v1::KernelSignature>& signatures, int steps) {
   std::vector<SignatureRow> rows;
-  for (const v1::KernelSignature& s : signatures) {
-    rows.push_back(SignatureRow{s.id(), s.kernel(), s.op(), s.phase(), s.shapes(),
-                                std::vector<int>(s.grid().begin(), s.grid().end()),
-                                std::vector<int>(s.block().begin(), s.block().end()), s.dynamic_shared_bytes(),
-                                s.count(), s.total_ns(), s.min_ns(), s.max_ns(), steps});
-  }
+  for (const v1::KernelSignature& s : signatures) rows.push_back(SignatureRowOf(s, steps));
   return rows;
 }
 
@@ -184,21 +180,8 @@ absl::StatusOr<ImportRunResult> RunImporter::Import(const CallContext& ctx, cons
   kernels.reserve(r.kernels.size());
   int64_t total_ns = 0;
   for (const v1::KernelStat& k : r.kernels) {
-    KernelRow row;
-    row.name = k.name();
-    row.op = k.op();
-    row.phase = k.phase().empty() ? SubPhase(phase) : k.phase();
-    row.category = k.category().empty() ? std::string(taxonomy::CategoryName(taxonomy::ClassifyKernel(k.name(), k.op())))
-                                        : k.category();
-    row.count = k.count();
-    row.total_ns = k.total_ns();
-    row.min_ns = k.min_ns();
-    row.max_ns = k.max_ns();
-    row.grid.assign(k.grid().begin(), k.grid().end());
-    row.block.assign(k.block().begin(), k.block().end());
-    row.registers = k.registers();
-    row.shared_bytes = k.shared_bytes();
-    row.theoretical_occupancy = k.theoretical_occupancy();
+    KernelRow row = KernelRowOf(k);
+    if (row.phase.empty()) row.phase = SubPhase(phase);
     if (total_ns > INT64_MAX - row.total_ns) return Invalid("kernels: total_ns overflows");
     total_ns += row.total_ns;
     kernels.push_back(std::move(row));
