@@ -22,6 +22,7 @@
 #include "agent/agent/work_dir.h"
 #include "common/logging.h"
 #include "common/proto_json.h"
+#include "common/status.h"
 #include "common/tls_files.h"
 #include "common/token_text.h"
 
@@ -42,6 +43,69 @@ std::string DefaultWorkerPath() {
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return "medprof-worker";
   return medprof::DirName(std::string(self, static_cast<size_t>(n))) + "/medprof-worker";
+}
+
+// --print-inventory: what this agent would register with, as JSON; 0, or 2 when it cannot print.
+int PrintInventory(const AgentOptions& options, const HostFacts& facts,
+                   const std::map<std::string, std::string>& labels, const Inventory& inventory) {
+  medprof::v1::RegisterRequest shown;
+  shown.set_protocol_version(medprof::v1::PROTOCOL_VERSION_1);
+  shown.set_agent_name(options.name);
+  shown.set_host(facts.host);
+  shown.set_version(AgentVersionLine());
+  for (const OfferedDevice& d : inventory.devices) *shown.add_devices() = d.device;
+  for (const auto& [k, v] : labels) (*shown.mutable_labels())[k] = v;
+  absl::StatusOr<std::string> json = medprof::MessageToJson(shown, {.pretty = true, .print_defaults = true});
+  if (!json.ok()) return Fail(json.status(), 2);
+  std::printf("%s", json->c_str());
+  if (!inventory.HasGpu()) std::printf("no GPU: %s\n", inventory.no_gpu_reason.c_str());
+  return 0;
+}
+
+// The connection to the server of --server, with TLS from --tls-* (files read and checked: CA not
+// expired, key matches certificate, which is valid now).
+absl::StatusOr<std::unique_ptr<Uplink>> MakeUplink(const AgentOptions& options, const std::string& token) {
+  MEDPROF_ASSIGN_OR_RETURN(ServerAddress address, ParseServerAddress(options.server));
+  UplinkOptions uplink_options;
+  uplink_options.target = address.Target();
+  uplink_options.token = token;
+  MEDPROF_ASSIGN_OR_RETURN(medprof::tls::ClientPems pems,
+                           medprof::tls::LoadClientFiles(options.tls_ca, options.tls_cert, options.tls_key));
+  uplink_options.use_tls = !options.tls_ca.empty();
+  uplink_options.tls_ca_pem = pems.ca;
+  uplink_options.tls_cert_pem = pems.cert;
+  uplink_options.tls_key_pem = pems.key;
+  return Uplink::Create(uplink_options);
+}
+
+// Waits for the agent to end while a thread takes the stop signals (blocked in every thread by
+// `signals`): the first SIGTERM/SIGINT drains, a second SIGINT exits at once.
+absl::Status RunUntilStopped(Agent* running, sigset_t& signals) {
+  std::thread signal_thread([&signals, running] {
+    bool draining = false;
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&signals, &sig) != 0) continue;
+      if (sig == SIGUSR2) return;
+      switch (OnStopSignal(sig, draining)) {
+        case StopSignalAction::kDrain:
+          draining = true;
+          running->Drain(absl::StrCat("received ", SignalName(sig)));
+          break;
+        case StopSignalAction::kIgnore:
+          kLog.Info("{} while draining: ignored (the drain goes on; SIGINT exits now)", SignalName(sig));
+          break;
+        case StopSignalAction::kExitNow:
+          // Workers die with us (PR_SET_PDEATHSIG); the next start reports their runs INTERRUPTED.
+          kLog.Error("{} while draining: exiting now", SignalName(sig));
+          ::_exit(128 + sig);
+      }
+    }
+  });
+  const absl::Status result = running->Wait();
+  pthread_kill(signal_thread.native_handle(), SIGUSR2);
+  signal_thread.join();
+  return result;
 }
 
 }  // namespace
@@ -89,20 +153,7 @@ int main(int argc, char** argv) {
   inventory_inputs.cuda_visible_devices = env("CUDA_VISIBLE_DEVICES");
   Inventory inventory = BuildInventory(probe.get(), inventory_inputs);
 
-  if (options.print_inventory) {
-    medprof::v1::RegisterRequest shown;
-    shown.set_protocol_version(medprof::v1::PROTOCOL_VERSION_1);
-    shown.set_agent_name(options.name);
-    shown.set_host(facts.host);
-    shown.set_version(AgentVersionLine());
-    for (const OfferedDevice& d : inventory.devices) *shown.add_devices() = d.device;
-    for (const auto& [k, v] : labels) (*shown.mutable_labels())[k] = v;
-    absl::StatusOr<std::string> json = medprof::MessageToJson(shown, {.pretty = true, .print_defaults = true});
-    if (!json.ok()) return Fail(json.status(), 2);
-    std::printf("%s", json->c_str());
-    if (!inventory.HasGpu()) std::printf("no GPU: %s\n", inventory.no_gpu_reason.c_str());
-    return 0;
-  }
+  if (options.print_inventory) return PrintInventory(options, facts, labels, inventory);
   if (!inventory.HasGpu()) kLog.Info("no GPU ({}); offering the CPU", inventory.no_gpu_reason);
 
   absl::StatusOr<int> max_jobs =
@@ -124,21 +175,7 @@ int main(int argc, char** argv) {
   if (!options.token_file.empty()) {
     if (std::string w = medprof::token::TokenFileWarning(options.token_file); !w.empty()) kLog.Warn("{}", w);
   }
-  absl::StatusOr<ServerAddress> address = ParseServerAddress(options.server);
-  if (!address.ok()) return Fail(address.status());
-
-  UplinkOptions uplink_options;
-  uplink_options.target = address->Target();
-  uplink_options.token = *token;
-  // Read and checked (CA not expired; key matches certificate, which is valid now).
-  absl::StatusOr<medprof::tls::ClientPems> pems =
-      medprof::tls::LoadClientFiles(options.tls_ca, options.tls_cert, options.tls_key);
-  if (!pems.ok()) return Fail(pems.status());
-  uplink_options.use_tls = !options.tls_ca.empty();
-  uplink_options.tls_ca_pem = pems->ca;
-  uplink_options.tls_cert_pem = pems->cert;
-  uplink_options.tls_key_pem = pems->key;
-  absl::StatusOr<std::unique_ptr<Uplink>> uplink = Uplink::Create(uplink_options);
+  absl::StatusOr<std::unique_ptr<Uplink>> uplink = MakeUplink(options, *token);
   if (!uplink.ok()) return Fail(uplink.status());
 
   AgentConfig config;
@@ -165,31 +202,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  Agent* running = agent->get();
-  std::thread signal_thread([&signals, running] {
-    bool draining = false;
-    for (;;) {
-      int sig = 0;
-      if (sigwait(&signals, &sig) != 0) continue;
-      if (sig == SIGUSR2) return;
-      switch (OnStopSignal(sig, draining)) {
-        case StopSignalAction::kDrain:
-          draining = true;
-          running->Drain(absl::StrCat("received ", SignalName(sig)));
-          break;
-        case StopSignalAction::kIgnore:
-          kLog.Info("{} while draining: ignored (the drain goes on; SIGINT exits now)", SignalName(sig));
-          break;
-        case StopSignalAction::kExitNow:
-          // Workers die with us (PR_SET_PDEATHSIG); the next start reports their runs INTERRUPTED.
-          kLog.Error("{} while draining: exiting now", SignalName(sig));
-          ::_exit(128 + sig);
-      }
-    }
-  });
-  const absl::Status result = (*agent)->Wait();
-  pthread_kill(signal_thread.native_handle(), SIGUSR2);
-  signal_thread.join();
+  const absl::Status result = RunUntilStopped(agent->get(), signals);
   if (!result.ok()) {
     kLog.Error("{}", result.ToString());
     return 1;

@@ -217,6 +217,79 @@ absl::StatusOr<std::optional<Assignment>> Scheduler::TryLease(const AcquireJobRe
 
 // ---------------------------------------------------------------- finish
 
+namespace {
+
+// A finish for a run that has already ended: OK when it repeats the same end (answered again),
+// FAILED_PRECONDITION saying why otherwise.
+absl::Status RepeatedFinish(const RunRecord& run, const JobRecord& job, RunState reported) {
+  if (run.state == reported) return absl::OkStatus();
+  if (run.state == RunState::kLost) {
+    return absl::FailedPreconditionError(absl::StrCat("run ", run.run_id, " is lost: ", run.error,
+                                                      "; the server no longer accepts it (job ", job.job_id, " is ",
+                                                      JobStateName(job.state), ")"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat("run ", run.run_id, " already finished as ",
+                                                    RunStateName(run.state), "; it cannot finish again as ",
+                                                    RunStateName(reported)));
+}
+
+// The agent's facts (host, Slurm, container) complete the worker's environment of `run`; the
+// worker's own values win where both are set.
+absl::Status MergeAgentEnvironment(StoreTx& tx, const v1::Environment& agent, RunRecord& run) {
+  v1::Environment env = agent;
+  v1::Environment worker;
+  MEDPROF_RETURN_IF_ERROR(FromJson(run.environment_json, &worker, absl::StrCat("environment of run ", run.run_id)));
+  env.MergeFrom(worker);
+  run.environment_json = ToJson(env);
+  if (run.gpu_name.empty()) run.gpu_name = env.gpu_name();
+  return tx.UpdateRunResults(run);
+}
+
+// Moves `job` to where the end of its current run (`run`, already in its final state) takes it:
+// done, failed, requeued while attempts remain, or cancelled. Returns the event's message.
+std::string MoveJobAfterRun(JobRecord& job, const RunRecord& run, const std::string& error,
+                            const std::string& stderr_tail) {
+  std::string message;
+  switch (run.state) {
+    case RunState::kSucceeded:
+      job.state = JobState::kSucceeded;
+      job.error.clear();
+      message = absl::StrCat("on ", AttemptText(job));
+      break;
+    case RunState::kFailed: {
+      job.state = JobState::kFailed;
+      job.error = absl::StrCat("failed on ", AttemptText(job), ": ", error);
+      if (!stderr_tail.empty()) {
+        absl::StrAppend(&job.error, "\n--- worker stderr (last lines) ---\n", Tail(stderr_tail, kJobStderrBytes));
+      }
+      message = absl::StrCat(error, " (", AttemptText(job), ")");
+      break;
+    }
+    case RunState::kInterrupted: {
+      const std::string why = error.empty() ? "interrupted" : absl::StrCat("interrupted (", error, ")");
+      if (job.attempts < job.max_attempts) {
+        job.state = JobState::kQueued;
+        message = absl::StrCat("requeued: run ", run.run_id, " ", why, " on ", AttemptText(job));
+      } else {
+        job.state = JobState::kFailed;
+        job.error = absl::StrCat(why, " on ", AttemptText(job), "; no attempts left");
+        message = job.error;
+      }
+      break;
+    }
+    case RunState::kCancelled:
+      job.state = JobState::kCancelled;
+      job.error = error.empty() ? "cancelled by the agent" : absl::StrCat("cancelled by the agent: ", error);
+      message = error.empty() ? "by the agent" : absl::StrCat("by the agent: ", error);
+      break;
+    default:
+      break;
+  }
+  return message;
+}
+
+}  // namespace
+
 absl::StatusOr<JobState> Scheduler::FinishRun(const CallContext&, const FinishRunRequest& r) {
   MEDPROF_RETURN_IF_ERROR(RequireId(r.agent_id, "agent_id"));
   MEDPROF_RETURN_IF_ERROR(RequireId(r.run_id, "run_id"));
@@ -249,18 +322,8 @@ absl::StatusOr<JobState> Scheduler::FinishRun(const CallContext&, const FinishRu
     JobRecord job = *std::move(job_or);
 
     if (run.state != RunState::kRunning) {
-      if (run.state == r.state) {  // a repeated finish: answer it again
-        job_state = job.state;
-        return absl::OkStatus();
-      }
-      if (run.state == RunState::kLost) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "run ", run.run_id, " is lost: ", run.error, "; the server no longer accepts it (job ", job.job_id,
-            " is ", JobStateName(job.state), ")"));
-      }
-      return absl::FailedPreconditionError(absl::StrCat("run ", run.run_id, " already finished as ",
-                                                        RunStateName(run.state), "; it cannot finish again as ",
-                                                        RunStateName(r.state)));
+      job_state = job.state;
+      return RepeatedFinish(run, job, r.state);  // OK when it repeats the same end
     }
     if (r.last_seq > run.chunks_through) {
       MEDPROF_ASSIGN_OR_RETURN(std::vector<uint64_t> stored,
@@ -269,16 +332,8 @@ absl::StatusOr<JobState> Scheduler::FinishRun(const CallContext&, const FinishRu
           "run ", run.run_id, ": ", DescribeGaps(run.chunks_through, stored, r.last_seq), ", resend"));
     }
 
-    // The agent's facts (host, Slurm, container) complete the worker's environment; the
-    // worker's own values win where both are set.
     if (r.agent_environment.has_value()) {
-      v1::Environment env = *r.agent_environment;
-      v1::Environment worker;
-      MEDPROF_RETURN_IF_ERROR(FromJson(run.environment_json, &worker, absl::StrCat("environment of run ", run.run_id)));
-      env.MergeFrom(worker);
-      run.environment_json = ToJson(env);
-      if (run.gpu_name.empty()) run.gpu_name = env.gpu_name();
-      MEDPROF_RETURN_IF_ERROR(tx.UpdateRunResults(run));
+      MEDPROF_RETURN_IF_ERROR(MergeAgentEnvironment(tx, *r.agent_environment, run));
     }
 
     std::string error = reported_error;
@@ -305,42 +360,7 @@ absl::StatusOr<JobState> Scheduler::FinishRun(const CallContext&, const FinishRu
           .status();
     }
 
-    std::string message;
-    switch (r.state) {
-      case RunState::kSucceeded:
-        job.state = JobState::kSucceeded;
-        job.error.clear();
-        message = absl::StrCat("on ", AttemptText(job));
-        break;
-      case RunState::kFailed: {
-        job.state = JobState::kFailed;
-        job.error = absl::StrCat("failed on ", AttemptText(job), ": ", error);
-        if (!stderr_tail.empty()) {
-          absl::StrAppend(&job.error, "\n--- worker stderr (last lines) ---\n", Tail(stderr_tail, kJobStderrBytes));
-        }
-        message = absl::StrCat(error, " (", AttemptText(job), ")");
-        break;
-      }
-      case RunState::kInterrupted: {
-        const std::string why = error.empty() ? "interrupted" : absl::StrCat("interrupted (", error, ")");
-        if (job.attempts < job.max_attempts) {
-          job.state = JobState::kQueued;
-          message = absl::StrCat("requeued: run ", run.run_id, " ", why, " on ", AttemptText(job));
-        } else {
-          job.state = JobState::kFailed;
-          job.error = absl::StrCat(why, " on ", AttemptText(job), "; no attempts left");
-          message = job.error;
-        }
-        break;
-      }
-      case RunState::kCancelled:
-        job.state = JobState::kCancelled;
-        job.error = error.empty() ? "cancelled by the agent" : absl::StrCat("cancelled by the agent: ", error);
-        message = error.empty() ? "by the agent" : absl::StrCat("by the agent: ", error);
-        break;
-      default:
-        break;
-    }
+    const std::string message = MoveJobAfterRun(job, run, error, stderr_tail);
     MEDPROF_RETURN_IF_ERROR(RecordJobChange(tx, now, job, run.run_id, message));
     job_state = job.state;
     log_line = absl::StrCat("run ", run.run_id, " ended as ", RunStateName(run.state), "; job ", job.job_id, " ",

@@ -254,133 +254,149 @@ int64_t CountParameters(const ModelOptions& model) {
 // bf16 autocast keeps GroupNorm and its saved inputs in FP32 but halves the conv inputs it
 // saves; spec §3.3's measured peaks are 0.90x (train) and 0.91x (forward) of FP32, applied here
 // to the activation part.
+// Element counts at each U-Net level of a volume (batch included) and attention tokens.
+struct LevelSizes {
+  const WorkloadOptions& o;
+  double voxels(int level) const {
+    const double f = std::ldexp(1.0, -level);
+    return o.batch * std::max(1.0, std::floor(o.depth * f)) * std::max(1.0, std::floor(o.height * f)) *
+           std::max(1.0, std::floor(o.width * f));
+  }
+  double tokens(int level) const { return voxels(level) / o.batch; }
+};
+
+// Train: what autograd keeps for the backward, layer by layer, in elements.
+double TrainActivations(const WorkloadOptions& o, const UNetPlan& p) {
+  const LevelSizes z{o};
+  auto voxels = [&z](int level) { return z.voxels(level); };
+  auto tokens = [&z](int level) { return z.tokens(level); };
+  const double batch = o.batch, v0 = voxels(0);
+  const int base = o.model.base_channels, in = o.model.in_channels, out = o.model.out_channels;
+  double elements = 0.0;
+  // Every layer in execution order, with whether its input is a fresh concatenation and
+  // whether its consumer keeps its output.
+  struct Step {
+    Layer layer;
+    bool fresh_concat = false;
+    bool output_kept = true;
+  };
+  std::vector<Step> steps;
+  for (const Block& b : p.input_blocks) {
+    for (const Layer& l : b.layers) steps.push_back({l, false, true});
+  }
+  for (const Layer& l : p.middle) steps.push_back({l, false, true});
+  for (size_t bi = 0; bi < p.output_blocks.size(); ++bi) {
+    const Block& b = p.output_blocks[bi];
+    const bool last_block = bi + 1 == p.output_blocks.size();
+    for (size_t li = 0; li < b.layers.size(); ++li) {
+      const bool last_layer = li + 1 == b.layers.size();
+      const bool next_keeps = last_layer ? last_block  // the head's GroupNorm
+                                         : b.layers[li + 1].kind == LayerKind::kAttention;
+      steps.push_back({b.layers[li], li == 0, next_keeps});
+    }
+  }
+  for (const Step& s : steps) {
+    const Layer& l = s.layer;
+    const double v = voxels(l.level);
+    switch (l.kind) {
+      case LayerKind::kInputConv:
+        elements += static_cast<double>(in + base) * v;
+        break;
+      case LayerKind::kResBlock:
+        elements += (2.0 * l.in_channels + 3.0 * l.out_channels + (s.fresh_concat ? l.in_channels : 0) +
+                        (s.output_kept ? l.out_channels : 0)) *
+                       v;
+        break;
+      case LayerKind::kAttention: {
+        const double t = tokens(l.level);
+        elements += (7.0 + (s.output_kept ? 1.0 : 0.0)) * l.in_channels * v + batch * t * t;
+        break;
+      }
+      case LayerKind::kDownsample:
+        elements += static_cast<double>(l.out_channels) * voxels(l.level + 1);
+        break;
+      case LayerKind::kUpsample:
+        elements += static_cast<double>(l.out_channels) * voxels(l.level - 1);
+        break;
+    }
+  }
+  return elements + (2.0 * p.head_channels + 2.0 * out) * v0;
+}
+
+// Forward: the peak of what is alive at once along the walk, in elements.
+double ForwardPeakActivations(const WorkloadOptions& o, const UNetPlan& p) {
+  const LevelSizes z{o};
+  auto voxels = [&z](int level) { return z.voxels(level); };
+  auto tokens = [&z](int level) { return z.tokens(level); };
+  const double batch = o.batch, v0 = voxels(0);
+  const int base = o.model.base_channels, in = o.model.in_channels, out = o.model.out_channels;
+  // Forward walk: `stack` holds the skip tensors; note() records persistent + stack + live.
+  const double persistent = (in + 2.0 * out) * v0;  // net input, x0 / x_t state, eps
+  double stack = 0.0, peak = 0.0;
+  auto note = [&](double live) { peak = std::max(peak, persistent + stack + live); };
+  auto resblock = [&](const Layer& l, double input_held) {
+    const double v = voxels(l.level);
+    const double cin = l.in_channels * v, cout = l.out_channels * v;
+    const double k = l.in_channels != l.out_channels ? cout : 0.0;  // 1x1 skip output
+    // First GN + SiLU outputs, then SiLU + conv output, then h + GN + SiLU of the second half.
+    note(input_held + k + std::max({2.0 * cin, cin + cout, 3.0 * cout}));
+    return cout;
+  };
+  auto attention = [&](const Layer& l, double input_held) {
+    const double t = tokens(l.level), ct = l.in_channels * voxels(l.level);
+    note(input_held + 5.0 * ct + 2.0 * batch * t * t);  // qkv, q, k, a, out; logits, probs
+    return ct;
+  };
+  auto layer = [&](const Layer& l, double cur) {
+    switch (l.kind) {
+      case LayerKind::kInputConv:
+        note(base * v0);
+        return base * v0;
+      case LayerKind::kResBlock:
+        return resblock(l, cur);
+      case LayerKind::kAttention:
+        return attention(l, cur);
+      case LayerKind::kDownsample: {
+        const double down = l.out_channels * voxels(l.level + 1);
+        note(cur + down);
+        return down;
+      }
+      case LayerKind::kUpsample: {
+        const double up = l.out_channels * voxels(l.level - 1);
+        note(cur + 2.0 * up);  // interpolated + conv output
+        return up;
+      }
+    }
+    return cur;
+  };
+  for (const Block& b : p.input_blocks) {
+    double x = 0.0;  // the block's input is the stack's top: already counted
+    for (const Layer& l : b.layers) x = layer(l, x);
+    stack += x;
+  }
+  double cur = 0.0;
+  for (const Layer& l : p.middle) cur = layer(l, cur);
+  for (const Block& b : p.output_blocks) {
+    const double skip = b.skip_channels * voxels(b.level);
+    note(cur + cur + skip);  // both inputs (the skip still on the stack) + the concatenation
+    stack -= skip;
+    cur += skip;
+    for (const Layer& l : b.layers) cur = layer(l, cur);
+  }
+  note(cur + 2.0 * p.head_channels * v0 + out * v0);  // head: GN, SiLU, conv outputs
+  return peak;
+}
+
 MemoryEstimate EstimateMemory(const WorkloadOptions& o) {
   MemoryEstimate est;
   if (!ValidateModel(o.model).ok()) return est;
   const UNetPlan p = MakePlan(o.model);
   const int64_t params = CountParameters(o.model);
-  const double batch = o.batch;
-  auto voxels = [&](int level) {
-    const double f = std::ldexp(1.0, -level);
-    return batch * std::max(1.0, std::floor(o.depth * f)) * std::max(1.0, std::floor(o.height * f)) *
-           std::max(1.0, std::floor(o.width * f));
-  };
-  auto tokens = [&](int level) { return voxels(level) / batch; };
-  const double v0 = voxels(0);
-  const int base = o.model.base_channels;
-  const int in = o.model.in_channels, out = o.model.out_channels;
-
-  double activations = 0.0;  // elements
-  if (o.phase == Phase::kTrain) {
-    // Every layer in execution order, with whether its input is a fresh concatenation and
-    // whether its consumer keeps its output.
-    struct Step {
-      Layer layer;
-      bool fresh_concat = false;
-      bool output_kept = true;
-    };
-    std::vector<Step> steps;
-    for (const Block& b : p.input_blocks) {
-      for (const Layer& l : b.layers) steps.push_back({l, false, true});
-    }
-    for (const Layer& l : p.middle) steps.push_back({l, false, true});
-    for (size_t bi = 0; bi < p.output_blocks.size(); ++bi) {
-      const Block& b = p.output_blocks[bi];
-      const bool last_block = bi + 1 == p.output_blocks.size();
-      for (size_t li = 0; li < b.layers.size(); ++li) {
-        const bool last_layer = li + 1 == b.layers.size();
-        const bool next_keeps = last_layer ? last_block  // the head's GroupNorm
-                                           : b.layers[li + 1].kind == LayerKind::kAttention;
-        steps.push_back({b.layers[li], li == 0, next_keeps});
-      }
-    }
-    for (const Step& s : steps) {
-      const Layer& l = s.layer;
-      const double v = voxels(l.level);
-      switch (l.kind) {
-        case LayerKind::kInputConv:
-          activations += static_cast<double>(in + base) * v;
-          break;
-        case LayerKind::kResBlock:
-          activations += (2.0 * l.in_channels + 3.0 * l.out_channels + (s.fresh_concat ? l.in_channels : 0) +
-                          (s.output_kept ? l.out_channels : 0)) *
-                         v;
-          break;
-        case LayerKind::kAttention: {
-          const double t = tokens(l.level);
-          activations += (7.0 + (s.output_kept ? 1.0 : 0.0)) * l.in_channels * v + batch * t * t;
-          break;
-        }
-        case LayerKind::kDownsample:
-          activations += static_cast<double>(l.out_channels) * voxels(l.level + 1);
-          break;
-        case LayerKind::kUpsample:
-          activations += static_cast<double>(l.out_channels) * voxels(l.level - 1);
-          break;
-      }
-    }
-    activations += (2.0 * p.head_channels + 2.0 * out) * v0;
-    est.state_bytes = static_cast<uint64_t>(params) * 4 * (o.grad_accum > 1 ? 5 : 4);
-  } else {
-    // Forward walk: `stack` holds the skip tensors; note() records persistent + stack + live.
-    const double persistent = (in + 2.0 * out) * v0;  // net input, x0 / x_t state, eps
-    double stack = 0.0, peak = 0.0;
-    auto note = [&](double live) { peak = std::max(peak, persistent + stack + live); };
-    auto resblock = [&](const Layer& l, double input_held) {
-      const double v = voxels(l.level);
-      const double cin = l.in_channels * v, cout = l.out_channels * v;
-      const double k = l.in_channels != l.out_channels ? cout : 0.0;  // 1x1 skip output
-      // First GN + SiLU outputs, then SiLU + conv output, then h + GN + SiLU of the second half.
-      note(input_held + k + std::max({2.0 * cin, cin + cout, 3.0 * cout}));
-      return cout;
-    };
-    auto attention = [&](const Layer& l, double input_held) {
-      const double t = tokens(l.level), ct = l.in_channels * voxels(l.level);
-      note(input_held + 5.0 * ct + 2.0 * batch * t * t);  // qkv, q, k, a, out; logits, probs
-      return ct;
-    };
-    auto layer = [&](const Layer& l, double cur) {
-      switch (l.kind) {
-        case LayerKind::kInputConv:
-          note(base * v0);
-          return base * v0;
-        case LayerKind::kResBlock:
-          return resblock(l, cur);
-        case LayerKind::kAttention:
-          return attention(l, cur);
-        case LayerKind::kDownsample: {
-          const double down = l.out_channels * voxels(l.level + 1);
-          note(cur + down);
-          return down;
-        }
-        case LayerKind::kUpsample: {
-          const double up = l.out_channels * voxels(l.level - 1);
-          note(cur + 2.0 * up);  // interpolated + conv output
-          return up;
-        }
-      }
-      return cur;
-    };
-    for (const Block& b : p.input_blocks) {
-      double x = 0.0;  // the block's input is the stack's top: already counted
-      for (const Layer& l : b.layers) x = layer(l, x);
-      stack += x;
-    }
-    double cur = 0.0;
-    for (const Layer& l : p.middle) cur = layer(l, cur);
-    for (const Block& b : p.output_blocks) {
-      const double skip = b.skip_channels * voxels(b.level);
-      note(cur + cur + skip);  // both inputs (the skip still on the stack) + the concatenation
-      stack -= skip;
-      cur += skip;
-      for (const Layer& l : b.layers) cur = layer(l, cur);
-    }
-    note(cur + 2.0 * p.head_channels * v0 + out * v0);  // head: GN, SiLU, conv outputs
-    activations = peak;
-    est.state_bytes = static_cast<uint64_t>(params) * 4;
-  }
-  activations += static_cast<double>(base) * v0;  // workspaces, first backward gradients
-  if (o.bf16) activations *= o.phase == Phase::kTrain ? 0.90 : 0.91;
+  const bool train = o.phase == Phase::kTrain;
+  double activations = train ? TrainActivations(o, p) : ForwardPeakActivations(o, p);  // elements
+  est.state_bytes = static_cast<uint64_t>(params) * 4 * (train ? (o.grad_accum > 1 ? 5 : 4) : 1);
+  activations += static_cast<double>(o.model.base_channels) * LevelSizes{o}.voxels(0);  // workspaces, first gradients
+  if (o.bf16) activations *= train ? 0.90 : 0.91;
   est.activation_bytes = static_cast<uint64_t>(activations * 4.0);
   est.total_bytes = est.state_bytes + est.activation_bytes;
   return est;
