@@ -24,10 +24,11 @@
 // --query-nice N sets the query threads' nice value (DomainOptions::query_nice; 0 = none) with
 // --concurrent-s; without it queries run on the calling thread, whose CPU time is printed.
 // --compare-cache N keeps N comparisons (DomainOptions::compare_cache_entries; 0 = every compare
-// computed).
+// computed). --think-ms MS gives each client a think time of that mean between its calls (default
+// 0: a closed loop, every client calling again at once).
 //
 //   medprof-query-bench [--runs N] [--iterations N] [--db PATH] [--check] [--concurrent-s S]
-//                       [--max-readers N] [--query-nice N] [--compare-cache N]
+//                       [--max-readers N] [--query-nice N] [--compare-cache N] [--think-ms MS]
 #include <algorithm>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -252,16 +253,20 @@ struct Latencies {
 };
 
 // `clients` threads, each alternating a compare of a random study and a list of the newest 50
-// studies until `until`; every latency recorded.
+// studies until `until`; every latency recorded. think_ms = 0: a closed loop (each client calls
+// again as soon as it has its answer); > 0: each client waits an exponentially distributed time
+// of that mean between calls, as people and CLI processes do.
 Latencies ReadLoad(server::Domain& domain, const std::vector<std::string>& study_ids, int clients,
-                   std::chrono::steady_clock::time_point until) {
+                   std::chrono::steady_clock::time_point until, double think_ms) {
   std::vector<Latencies> per(clients);
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       std::mt19937_64 rng(100 + c);
+      std::exponential_distribution<double> think(think_ms > 0 ? 1.0 / think_ms : 1.0);
       const server::CallContext ctx = server::CallContext::Background();
       for (bool compare = (c % 2 == 0); std::chrono::steady_clock::now() < until; compare = !compare) {
+        if (think_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(think(rng)));
         const auto start = std::chrono::steady_clock::now();
         absl::Status s;
         if (compare) {
@@ -367,11 +372,25 @@ void PrintLine(const char* what, std::vector<double> v) {
 
 // Compare and list latencies at 1, 4 and 20 concurrent clients, then ingest latency while 20
 // clients read; each phase `seconds` long. Returns 1 when a target is missed.
-int ConcurrentReads(server::Domain& domain, const std::vector<std::string>& study_ids, int seconds) {
+int ConcurrentReads(server::Domain& domain, const std::vector<std::string>& study_ids, int seconds,
+                    double think_ms) {
   std::map<int, Figures> compare_at, studies_at;
+  // Every study's comparison made once before the clock starts, so that each phase times the same
+  // thing (cache hits) whatever its number of calls: with few calls (think time) the ten first
+  // computes would otherwise be the 1-client p99.
+  for (const std::string& id : study_ids) {
+    server::CompareRequest r;
+    r.study_id = id;
+    if (absl::Status s = domain.queries().Compare(server::CallContext::Background(), r).status(); !s.ok()) {
+      std::fprintf(stderr, "compare warm-up: %s\n", s.ToString().c_str());
+      return 2;
+    }
+  }
   for (int clients : {1, 4, 20}) {
-    Latencies l = ReadLoad(domain, study_ids, clients, std::chrono::steady_clock::now() + std::chrono::seconds(seconds));
-    std::printf("%d concurrent client(s), %d s:\n", clients, seconds);
+    Latencies l =
+        ReadLoad(domain, study_ids, clients, std::chrono::steady_clock::now() + std::chrono::seconds(seconds), think_ms);
+    std::printf("%d concurrent client(s), %d s, think time %s:\n", clients, seconds,
+                think_ms > 0 ? absl::StrFormat("%.0f ms (mean)", think_ms).c_str() : "none (closed loop)");
     compare_at[clients] = Summarize(l.compare);
     studies_at[clients] = Summarize(l.studies);
     PrintLine("compare (one study of 100 runs)", l.compare);
@@ -385,7 +404,7 @@ int ConcurrentReads(server::Domain& domain, const std::vector<std::string>& stud
   std::vector<double> ingest, ingest_cpu;
   long preempted = 0, preempted_ingests = 0;
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  std::thread readers([&] { ReadLoad(domain, study_ids, 20, until); });
+  std::thread readers([&] { ReadLoad(domain, study_ids, 20, until, think_ms); });
   pthread_setname_np(pthread_self(), "bench-ingest");  // to find it in perf sched / top -H
   std::mt19937_64 rng(9);
   while (std::chrono::steady_clock::now() < until) {
@@ -418,6 +437,7 @@ int ConcurrentReads(server::Domain& domain, const std::vector<std::string>& stud
 }
 
 int Main(int argc, char** argv) {
+  double think_ms = 0;
   int runs = 10000, iterations = 200, concurrent_s = 0, max_readers = server::SqliteStoreOptions().max_readers;
   server::DomainOptions domain_options;
   bool check = false;
@@ -432,12 +452,17 @@ int Main(int argc, char** argv) {
     else if (a == "--max-readers" && i + 1 < argc) max_readers = std::atoi(argv[++i]);
     else if (a == "--query-nice" && i + 1 < argc) domain_options.query_nice = std::atoi(argv[++i]);
     else if (a == "--compare-cache" && i + 1 < argc) domain_options.compare_cache_entries = std::atoi(argv[++i]);
+    else if (a == "--think-ms" && i + 1 < argc) think_ms = std::atof(argv[++i]);
     else {
       std::fprintf(stderr,
                    "usage: medprof-query-bench [--runs N] [--iterations N] [--db PATH] [--check] [--concurrent-s S] "
-                   "[--max-readers N] [--query-nice N] [--compare-cache N]\n");
+                   "[--max-readers N] [--query-nice N] [--compare-cache N] [--think-ms MS]\n");
       return 2;
     }
+  }
+  if (think_ms < 0 || think_ms > 10000) {
+    std::fprintf(stderr, "--think-ms must be 0..10000 (0: closed loop)\n");
+    return 2;
   }
   if (runs < 200 || iterations < 10) {
     std::fprintf(stderr, "--runs must be >= 200 and --iterations >= 10\n");
@@ -479,7 +504,7 @@ int Main(int argc, char** argv) {
               runs, study_ids.size(), kRunsPerStudy, runs * kKernels, runs * kMetrics, runs * kSteps, fill_s);
 
   if (concurrent_s > 0) {
-    const int rc = ConcurrentReads(**domain, study_ids, concurrent_s);
+    const int rc = ConcurrentReads(**domain, study_ids, concurrent_s, think_ms);
     std::printf("reader connections opened: %d\n", (*store)->readers_opened());
     if (!dir.empty()) std::filesystem::remove_all(dir);
     return check ? rc : (rc == 2 ? 2 : 0);
