@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "common/request_limits.h"
-#include "workloads/meddpm/schedule.h"
+#include "workloads/ddpm/schedule.h"
 
 namespace medprof::meddpm {
 namespace {
@@ -106,7 +106,7 @@ absl::Status ValidateOptions(const WorkloadOptions& o) {
   if (!(o.learning_rate > 0.0 && o.learning_rate <= 1.0)) {
     return OutOfRange("learning_rate", o.learning_rate, "greater than 0, at most 1");
   }
-  MEDPROF_RETURN_IF_ERROR(CheckRange("sample_steps", o.sample_steps, 1, kNumTimesteps));
+  MEDPROF_RETURN_IF_ERROR(CheckRange("sample_steps", o.sample_steps, 1, ddpm::kNumTimesteps));
   MEDPROF_RETURN_IF_ERROR(CheckRange("cpu_threads", o.cpu_threads, 0, kMaxCpuThreads));
   return absl::OkStatus();
 }
