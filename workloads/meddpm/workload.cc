@@ -36,27 +36,6 @@ absl::Status WriteFile(const std::filesystem::path& path, const void* data, size
 
 std::string JsonInts(const std::vector<int64_t>& v) { return "[" + absl::StrJoin(v, ", ") + "]"; }
 
-// The DDPM loop's view of a Med-DDPM configuration; `bf16` is the effective choice.
-ddpm::LoopOptions ToLoopOptions(const WorkloadOptions& o, bool bf16) {
-  ddpm::LoopOptions l;
-  l.phase = o.phase;
-  l.depth = o.depth;
-  l.height = o.height;
-  l.width = o.width;
-  l.batch = o.batch;
-  l.image_channels = o.model.out_channels;
-  l.cond_channels = o.model.in_channels - o.model.out_channels;
-  l.steps = o.steps;
-  l.warmup = o.warmup;
-  l.grad_accum = o.grad_accum;
-  l.learning_rate = o.learning_rate;
-  l.seed = o.seed;
-  l.sample_steps = o.sample_steps;
-  l.fixed_noise = o.fixed_noise;
-  l.bf16 = bf16;
-  return l;
-}
-
 // The U-Net as the DDPM loop's denoiser. The network input is one (B, in, D, H, W) buffer
 // [x_t | masks], in the network's memory format; x_t is written into its image channels (no
 // aten::cat on the way in).
@@ -144,7 +123,8 @@ absl::Status MeddpmWorkload::Init() {
   MEDPROF_ASSIGN_OR_RETURN(device_, ddpm::ResolveDevice(o_.device));
   ApplyFlags();
   parameter_count_ = CountParameters(o_.model);
-  const ddpm::LoopOptions loop_options = ToLoopOptions(o_, flags_.bf16);
+  ddpm::LoopOptions loop_options = LoopOptionsOf(o_);
+  loop_options.bf16 = flags_.bf16;
   const ddpm::Inputs inputs = ddpm::MakeInputs(loop_options, device_);
 
   UNet net(o_.model);
