@@ -62,7 +62,7 @@ struct Signature {
 };
 
 absl::StatusOr<Signature> CheckSignature(const torch::jit::Module& module) {
-  const c10::optional<torch::jit::Method> method = module.find_method("forward");
+  const auto method = module.find_method("forward");  // c10::optional (1.13) or std::optional (2.x)
   if (!method) return Bad("the module has no forward method (expected forward(x, t) or forward(x, t, cond))");
   const c10::FunctionSchema& schema = method->function().getSchema();
   std::ostringstream text;
