@@ -239,7 +239,11 @@ absl::Status DryRun(const Options& o, ScriptDenoiser* net, Prepared* p) {
     // The first forward keeps autograd's saved activations in train, so the probe sees them.
     at::AutoGradMode grad(i == 0 && l.phase == ddpm::Phase::kTrain);
     ddpm::compat::AutocastGuard autocast(p->device.type(), d.flags.bf16, at::kBFloat16);
-    MEDPROF_ASSIGN_OR_RETURN(out[i], DryForward(net, x, t));
+    absl::StatusOr<at::Tensor> forward = DryForward(net, x, t);
+    if (!forward.ok() && d.flags.bf16) {  // a module may run in FP32 but not under autocast
+      return absl::Status(forward.status().code(), absl::StrCat(forward.status().message(), " (under bf16 autocast)"));
+    }
+    MEDPROF_ASSIGN_OR_RETURN(out[i], std::move(forward));
     if (i == 0) d.activation_bytes = memory.Growth() * static_cast<uint64_t>(l.batch);
     out[i] = out[i].detach();
     MEDPROF_RETURN_IF_ERROR(CheckOutput(out[i], x, kDryRunT[i]));
