@@ -118,6 +118,14 @@ int WatchToEnd(MedprofClient& client, const std::string& study_id, OutputFormat 
 }
 
 int DoSubmit(const SubmitCommand& cmd, MedprofClient& client, const CliIo& io, const WatchPolicy& policy) {
+  if (cmd.request.config().has_model()) {
+    // The flag is shared with medprof-worker (common/workload_flags.h); the server side (upload by
+    // content hash, blob store, agents fetching the file) is not built yet, and a job must never
+    // carry this machine's path to a node.
+    *io.err << "medprof: --model: the server does not take user models yet; run one on a node with "
+               "medprof-worker --model FILE\n";
+    return kExitUsage;
+  }
   absl::StatusOr<v1::SubmitStudyResponse> r = client.SubmitStudy(cmd.request);
   if (!r.ok()) return ServerError(io, r.status());
   // JSON keeps warnings in its document; table and CSV print them to stderr.

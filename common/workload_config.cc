@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/proto_json.h"
+#include "common/sha256.h"
 
 namespace medprof::config {
 namespace {
@@ -26,6 +27,25 @@ absl::Status CheckEdge(absl::string_view field, int v, int multiple) {
     return OutOfRange(field, v,
                       absl::StrCat(limits::kMinVolume, "..", limits::kMaxVolume, ", a multiple of ", multiple,
                                    " for a model with this many levels"));
+  }
+  return absl::OkStatus();
+}
+
+// A user model is named by its content: the hash and the file's name are required, the size
+// positive; local_path is the worker's business (set by the agent or --model).
+absl::Status ValidateModelRef(const v1::WorkloadConfig& c) {
+  if (!c.has_model()) return absl::OkStatus();
+  const v1::ModelRef& m = c.model();
+  if (!IsSha256Hex(m.sha256())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.sha256: '", m.sha256(), "' is not a SHA-256 (allowed: 64 lowercase hex digits)"));
+  }
+  if (m.file_name().empty() || m.file_name().find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.file_name: '", m.file_name(), "' is not a file name (allowed: a non-empty base name, no '/')"));
+  }
+  if (m.size_bytes() == 0) {
+    return absl::InvalidArgumentError("model.size_bytes: 0 is out of range (allowed: the file's size, at least 1)");
   }
   return absl::OkStatus();
 }
@@ -114,12 +134,16 @@ absl::Status Validate(const v1::WorkloadConfig& c) {
   for (int m : c.channel_mult()) {
     if (m < 1 || m > limits::kMaxMult) return OutOfRange("channel_mult", m, absl::StrCat("1..", limits::kMaxMult, " per level"));
   }
+  if (auto s = ValidateModelRef(c); !s.ok()) return s;
   const int levels = c.channel_mult_size();
   const int multiple = 1 << (levels - 1);
-  if (auto s = CheckEdge("volume", c.volume(), multiple); !s.ok()) return s;
-  if (c.has_depth() && c.depth() != 0) { if (auto s = CheckEdge("depth", c.depth(), multiple); !s.ok()) return s; }
-  if (c.has_height() && c.height() != 0) { if (auto s = CheckEdge("height", c.height(), multiple); !s.ok()) return s; }
-  if (c.has_width() && c.width() != 0) { if (auto s = CheckEdge("width", c.width(), multiple); !s.ok()) return s; }
+  // A user model's volume rule is its own (the worker's dry run finds a volume it cannot take);
+  // the multiple of 2^(levels-1) is Med-DDPM's U-Net's.
+  const int edge_multiple = c.has_model() ? 1 : multiple;
+  if (auto s = CheckEdge("volume", c.volume(), edge_multiple); !s.ok()) return s;
+  if (c.has_depth() && c.depth() != 0) { if (auto s = CheckEdge("depth", c.depth(), edge_multiple); !s.ok()) return s; }
+  if (c.has_height() && c.height() != 0) { if (auto s = CheckEdge("height", c.height(), edge_multiple); !s.ok()) return s; }
+  if (c.has_width() && c.width() != 0) { if (auto s = CheckEdge("width", c.width(), edge_multiple); !s.ok()) return s; }
   if (auto s = CheckRange("steps", c.steps(), 1, limits::kMaxSteps); !s.ok()) return s;
   if (auto s = CheckRange("warmup", c.warmup(), 0, limits::kMaxWarmup); !s.ok()) return s;
   if (auto s = CheckRange("batch", c.batch(), 1, limits::kMaxBatch); !s.ok()) return s;

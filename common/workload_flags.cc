@@ -1,6 +1,7 @@
 #include "common/workload_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <functional>
 #include <limits>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/sha256.h"
 #include "common/workload_config.h"
 
 namespace medprof::config {
@@ -125,6 +127,24 @@ absl::Status SetSeed(const std::string& text, v1::WorkloadConfig* c) {
   return absl::OkStatus();
 }
 
+// --model FILE: the file as the job names it (content hash, base name, size) and where this
+// machine reads it. Submit uploads the file by that hash; the worker reads local_path.
+absl::Status SetModel(const std::string& path, v1::WorkloadConfig* c) {
+  absl::StatusOr<std::string> sha256 = Sha256OfFile(path);
+  std::error_code ec;
+  const std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!sha256.ok() || ec) {
+    return Invalid(absl::StrCat("--model: cannot read '", path, "': ",
+                                !sha256.ok() ? std::string(sha256.status().message()) : ec.message()));
+  }
+  v1::ModelRef* m = c->mutable_model();
+  m->set_sha256(*sha256);
+  m->set_file_name(std::filesystem::path(path).filename().string());
+  m->set_size_bytes(static_cast<uint64_t>(size));
+  m->set_local_path(std::filesystem::absolute(path, ec).string());
+  return absl::OkStatus();
+}
+
 void Append(std::vector<FlagSpec>* to, std::vector<FlagSpec> more) {
   for (FlagSpec& f : more) to->push_back(std::move(f));
 }
@@ -180,6 +200,11 @@ std::vector<FlagSpec> RunFlags() {
   Append(&flags, SwitchPair("fused", &C::set_fused, "fused GroupNorm+SiLU kernels on", "fused kernels off"));
   Append(&flags, {
       {"--device", "DEVICE", "auto|cpu|cuda (default auto: the GPU when usable)", SetDevice, ""},
+      {"--model", "FILE",
+       Help("a TorchScript denoiser, forward(x, t[, cond]) -> noise like x, run instead of Med-DDPM "
+            "(image channels = --out-channels, cond channels = --in-channels minus them)",
+            "none: Med-DDPM", "a torch.jit.save file"),
+       SetModel, ""},
       IntFlag("--cpu-threads,--threads", &C::set_cpu_threads, "CPU threads for LibTorch", "0 = LibTorch's",
               absl::StrCat("0..", limits::kMaxCpuThreads), OldSpelling("--threads")),
       Switch("--metrics", &C::set_metrics, true, "run the range-profiler metrics layer (default off)"),

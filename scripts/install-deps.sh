@@ -49,12 +49,17 @@ build_pkgs=(
 # speedscope trace viewer (below) that tests/report opens chrome-trace exports in.
 # munge slurmctld slurmd slurm-client: the single-node Slurm of tests/slurm (cluster.sh starts
 # it as root without systemd; Debian's packages are Slurm 22.05, munge 0.5.15).
-test_pkgs=(shellcheck python3 systemd chromium tmux clang libclang-rt-dev munge slurmctld slurmd slurm-client)
+# python3-torch (with LibTorch only): scripts the example TorchScript user models the worker's
+# tests load (workloads/examples/make_denoisers.py, the ctest fixture torchscript_models).
+test_pkgs=(shellcheck python3 python3-torch systemd chromium tmux clang libclang-rt-dev munge slurmctld slurmd slurm-client)
 runtime_pkgs=(libgrpc++1.51 libsqlite3-0 libopenblas0-pthread)
 if [ "${libtorch}" = 0 ]; then
   kept=()
   for p in "${build_pkgs[@]}"; do [ "${p}" = libtorch-dev ] || kept+=("${p}"); done
   build_pkgs=("${kept[@]}")
+  kept=()
+  for p in "${test_pkgs[@]}"; do [ "${p}" = python3-torch ] || kept+=("${p}"); done
+  test_pkgs=("${kept[@]}")
 fi
 
 export DEBIAN_FRONTEND=noninteractive

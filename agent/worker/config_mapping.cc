@@ -3,6 +3,41 @@
 #include "common/workload_config.h"
 
 namespace medprof::worker {
+namespace {
+
+ddpm::Device ToDevice(v1::DeviceKind device) {
+  switch (device) {
+    case v1::DEVICE_KIND_CPU: return ddpm::Device::kCpu;
+    case v1::DEVICE_KIND_CUDA: return ddpm::Device::kCuda;
+    default: return ddpm::Device::kAuto;
+  }
+}
+
+// The DDPM knobs every workload shares; bf16 is left to the workload (the effective choice).
+ddpm::LoopOptions ToLoopOptions(const v1::WorkloadConfig& c) {
+  ddpm::LoopOptions l;
+  switch (c.phase()) {
+    case v1::PHASE_FORWARD: l.phase = ddpm::Phase::kForward; break;
+    case v1::PHASE_SAMPLE: l.phase = ddpm::Phase::kSample; break;
+    default: l.phase = ddpm::Phase::kTrain; break;
+  }
+  const config::Dims dims = config::VolumeDims(c);
+  l.depth = dims.d;
+  l.height = dims.h;
+  l.width = dims.w;
+  l.batch = c.batch();
+  l.image_channels = c.out_channels();
+  l.cond_channels = c.in_channels() - c.out_channels();
+  l.steps = c.steps();
+  l.warmup = c.warmup();
+  l.grad_accum = c.grad_accum();
+  l.learning_rate = c.learning_rate();
+  l.seed = c.seed();
+  l.sample_steps = c.sample_steps();
+  return l;
+}
+
+}  // namespace
 
 absl::StatusOr<v1::WorkloadConfig> Effective(v1::WorkloadConfig config) {
   config::ApplyDefaults(&config);
@@ -22,32 +57,38 @@ meddpm::WorkloadOptions ToWorkloadOptions(const v1::WorkloadConfig& c, v1::Devic
     if (ds > 0) o.model.attention_ds.push_back(ds);  // [0] = no encoder/decoder attention
   }
   o.model.groups = c.groups();
-  switch (c.phase()) {
-    case v1::PHASE_FORWARD: o.phase = meddpm::Phase::kForward; break;
-    case v1::PHASE_SAMPLE: o.phase = meddpm::Phase::kSample; break;
-    default: o.phase = meddpm::Phase::kTrain; break;
-  }
-  const config::Dims dims = config::VolumeDims(c);
-  o.depth = dims.d;
-  o.height = dims.h;
-  o.width = dims.w;
-  o.batch = c.batch();
-  o.steps = c.steps();
-  o.warmup = c.warmup();
-  o.grad_accum = c.grad_accum();
-  o.learning_rate = c.learning_rate();
-  o.seed = c.seed();
-  o.sample_steps = c.sample_steps();
+  const ddpm::LoopOptions loop = ToLoopOptions(c);
+  o.phase = loop.phase;
+  o.depth = loop.depth;
+  o.height = loop.height;
+  o.width = loop.width;
+  o.batch = loop.batch;
+  o.steps = loop.steps;
+  o.warmup = loop.warmup;
+  o.grad_accum = loop.grad_accum;
+  o.learning_rate = loop.learning_rate;
+  o.seed = loop.seed;
+  o.sample_steps = loop.sample_steps;
   const config::PresetFlags flags = config::EffectiveFlags(c);
   o.tf32 = flags.tf32;
   o.channels_last = flags.channels_last;
   o.bf16 = flags.bf16;
   o.fused = flags.fused;
-  switch (device) {
-    case v1::DEVICE_KIND_CPU: o.device = meddpm::Device::kCpu; break;
-    case v1::DEVICE_KIND_CUDA: o.device = meddpm::Device::kCuda; break;
-    default: o.device = meddpm::Device::kAuto; break;
-  }
+  o.device = ToDevice(device);
+  o.cpu_threads = c.cpu_threads();
+  return o;
+}
+
+torchscript::Options ToTorchScriptOptions(const v1::WorkloadConfig& c, v1::DeviceKind device) {
+  torchscript::Options o;
+  o.path = c.model().local_path();
+  o.loop = ToLoopOptions(c);
+  const config::PresetFlags flags = config::EffectiveFlags(c);
+  o.tf32 = flags.tf32;
+  o.channels_last = flags.channels_last;
+  o.bf16 = flags.bf16;
+  o.fused = flags.fused;
+  o.device = ToDevice(device);
   o.cpu_threads = c.cpu_threads();
   return o;
 }

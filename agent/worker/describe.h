@@ -1,22 +1,26 @@
-// `medprof-worker --describe`: what a configuration is, without running it.
+// `medprof-worker --describe`: what a configuration is, before a step runs.
 //
 // DescribeJson(effective) returns a JSON object:
-//   parameters                    model parameter count (meddpm::CountParameters; 40226433
-//                                 for the published 128^3 model)
-//   config                        the effective WorkloadConfig (proto JSON, field names as in
-//                                 workload.proto, every field printed)
+//   workload                      meddpm | torchscript (workload_factory.h)
+//   parameters                    model parameter count (Med-DDPM: meddpm::CountParameters,
+//                                 40226433 for the published 128^3 model; a user model: counted)
+//   config                        the effective WorkloadConfig (proto JSON, every field printed)
 //   flags                         {tf32, channels_last, bf16, fused}: the preset after overrides
-//   fused_group_norm              {requested, compiled, unavailable_reason, kernels: [{name,
-//                                  role}]}: medprof's fused GroupNorm kernels, listed on every
-//                                 build; compiled false (with the reason) where this binary
-//                                 cannot run them
-//   estimated_peak_memory_bytes   meddpm::EstimatePeakMemoryBytes
-//   estimated_peak_memory_gib
+//   estimated_peak_memory_bytes   Med-DDPM: meddpm::EstimatePeakMemoryBytes; a user model:
+//   estimated_peak_memory_gib     torchscript::Description's estimate (state + measured activations)
 //   volume                        [d, h, w]
 //   phase                         forward | train | sample
 //   build                         {worker_version, torch_version, torch_cuda, cuda_compiled,
 //                                  cupti_compiled}
-// Pure; thread-safe.
+// Med-DDPM only (pure: nothing is built):
+//   fused_kernels                 {requested, compiled, unavailable_reason, kernels: [{name, role}]}
+// A user model only (effective.model set: the file is loaded and dry-run, on the configured device):
+//   model                         {file_name, sha256, size_bytes, signature, conditional}
+//   dry_run                       {device, x, t, cond, output (shapes at batch 1), output_dtype,
+//                                  output_channels_last, t_dependence_checked}
+//   applied                       the flags read back and the note on what each preset did
+//   memory                        {state_bytes, activation_bytes, activation_method}
+// A bad user model is an error naming the cause (torchscript::Describe). Call from one thread.
 #pragma once
 
 #include <string>

@@ -133,9 +133,9 @@ int main(int argc, char** argv) {
     auto effective = medprof::worker::Effective(a.config);
     if (!effective.ok()) return InvalidConfig(nullptr, std::string(effective.status().message()));
     auto json = medprof::worker::DescribeJson(*effective);
-    if (!json.ok()) {
+    if (!json.ok()) {  // a bad user model: invalid_config (2); out of memory in its dry run: 3
       std::fprintf(stderr, "medprof-worker: %s\n", json.status().ToString().c_str());
-      return medprof::worker::kExitWorkloadFailed;
+      return medprof::worker::ClassifyFailure(json.status()).exit_code;
     }
     std::printf("%s\n", json->c_str());
     return medprof::worker::kExitOk;

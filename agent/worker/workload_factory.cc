@@ -6,6 +6,7 @@
 #include "common/logging.h"
 #include "workloads/meddpm/fused_info.h"
 #include "workloads/meddpm/workload.h"
+#include "workloads/torchscript/workload.h"
 
 namespace medprof::worker {
 namespace {
@@ -30,13 +31,13 @@ void LogFusedCounts() {
 std::string_view WorkloadKindName(WorkloadKind kind) {
   switch (kind) {
     case WorkloadKind::kMedDdpm: return "meddpm";
+    case WorkloadKind::kTorchScript: return "torchscript";
   }
   return "unknown";
 }
 
 WorkloadKind WorkloadKindOf(const v1::WorkloadConfig& effective) {
-  (void)effective;  // no field of WorkloadConfig names another model yet
-  return WorkloadKind::kMedDdpm;
+  return effective.has_model() ? WorkloadKind::kTorchScript : WorkloadKind::kMedDdpm;
 }
 
 absl::StatusOr<std::unique_ptr<workload::Workload>> CreateWorkload(const v1::WorkloadConfig& effective,
@@ -44,6 +45,11 @@ absl::StatusOr<std::unique_ptr<workload::Workload>> CreateWorkload(const v1::Wor
   switch (WorkloadKindOf(effective)) {
     case WorkloadKind::kMedDdpm: {
       auto created = meddpm::Workload::Create(ToWorkloadOptions(effective, device));
+      if (!created.ok()) return created.status();
+      return std::unique_ptr<workload::Workload>(*std::move(created));
+    }
+    case WorkloadKind::kTorchScript: {
+      auto created = torchscript::Workload::Create(ToTorchScriptOptions(effective, device));
       if (!created.ok()) return created.status();
       return std::unique_ptr<workload::Workload>(*std::move(created));
     }
@@ -56,6 +62,8 @@ void LogWorkloadCounters(const v1::WorkloadConfig& effective, const workload::Ef
     case WorkloadKind::kMedDdpm:
       if (flags.fused) LogFusedCounts();  // requested and runnable (else the workload note says why not)
       return;
+    case WorkloadKind::kTorchScript:
+      return;  // its note (what each preset did to the module) is in the run's environment
   }
 }
 

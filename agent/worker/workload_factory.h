@@ -1,11 +1,12 @@
 // The worker's choice of workload implementation for a job: the one place that knows which
 // implementations exist (everything after creation sees only workloads/workload.h).
 //
-// A job asks for a workload kind (WorkloadKindOf). Today every job is Med-DDPM: WorkloadConfig
-// has no field naming another model, and its preset, shape, phase and flags configure
-// workloads/meddpm. Adding an implementation (the user-model issue's TorchScript workload):
+// A job asks for a workload kind (WorkloadKindOf): a job whose WorkloadConfig names a user model
+// (`model`, a ModelRef whose local_path the agent or --model filled) runs that TorchScript file
+// (workloads/torchscript); every other job is Med-DDPM (workloads/meddpm). Adding an
+// implementation:
 //   1. add its kind to WorkloadKind and its name to WorkloadKindName;
-//   2. in WorkloadKindOf, map what the job asks for (a new WorkloadConfig field) to that kind;
+//   2. in WorkloadKindOf, map what the job asks for (a WorkloadConfig field) to that kind;
 //   3. in CreateWorkload and LogWorkloadCounters, add its case (the compiler flags a missing one).
 // Pure apart from the workload it creates; call from the thread that will run the workload.
 #pragma once
@@ -20,10 +21,11 @@
 namespace medprof::worker {
 
 enum class WorkloadKind {
-  kMedDdpm,  // workloads/meddpm: the Med-DDPM 3D U-Net on synthetic inputs
+  kMedDdpm,       // workloads/meddpm: the Med-DDPM 3D U-Net on synthetic inputs
+  kTorchScript,   // workloads/torchscript: a user's TorchScript denoiser in the same DDPM loop
 };
 
-// "meddpm" (for logs and errors).
+// "meddpm" | "torchscript" (for logs and errors).
 std::string_view WorkloadKindName(WorkloadKind kind);
 
 // The implementation `effective` asks for.

@@ -27,7 +27,7 @@
 #include "workloads/meddpm/fused_group_norm.h"
 #include "workloads/meddpm/fused_info.h"
 #include "workloads/meddpm/fused_volume_ops.h"
-#include "workloads/meddpm/torch_compat.h"
+#include "workloads/ddpm/torch_compat.h"
 #include "workloads/meddpm/unet.h"
 #include "workloads/meddpm/workload.h"
 
@@ -35,6 +35,7 @@ namespace medprof::meddpm {
 namespace {
 
 using ::medprof::testing::IsOk;
+namespace compat = ddpm::compat;
 
 constexpr double kEps = 1e-5;
 

@@ -6,23 +6,18 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "common/request_limits.h"
-#include "workloads/meddpm/schedule.h"
 
 namespace medprof::meddpm {
 namespace {
 
 using limits::kMaxBaseChannels;
-using limits::kMaxBatch;
 using limits::kMaxCpuThreads;
-using limits::kMaxGradAccum;
 using limits::kMaxGroups;
 using limits::kMaxInOutChannels;
 using limits::kMaxLevels;
 using limits::kMaxMult;
 using limits::kMaxResBlocks;
-using limits::kMaxSteps;
 using limits::kMaxVolume;
-using limits::kMaxWarmup;
 using limits::kMinBaseChannels;
 using limits::kMinVolume;
 
@@ -99,16 +94,29 @@ absl::Status ValidateOptions(const WorkloadOptions& o) {
                                      " for a model with this many levels"));
     }
   }
-  MEDPROF_RETURN_IF_ERROR(CheckRange("batch", o.batch, 1, kMaxBatch));
-  MEDPROF_RETURN_IF_ERROR(CheckRange("steps", o.steps, 1, kMaxSteps));
-  MEDPROF_RETURN_IF_ERROR(CheckRange("warmup", o.warmup, 0, kMaxWarmup));
-  MEDPROF_RETURN_IF_ERROR(CheckRange("grad_accum", o.grad_accum, 1, kMaxGradAccum));
-  if (!(o.learning_rate > 0.0 && o.learning_rate <= 1.0)) {
-    return OutOfRange("learning_rate", o.learning_rate, "greater than 0, at most 1");
-  }
-  MEDPROF_RETURN_IF_ERROR(CheckRange("sample_steps", o.sample_steps, 1, kNumTimesteps));
+  MEDPROF_RETURN_IF_ERROR(ddpm::ValidateLoopOptions(LoopOptionsOf(o)));  // batch, steps, training knobs
   MEDPROF_RETURN_IF_ERROR(CheckRange("cpu_threads", o.cpu_threads, 0, kMaxCpuThreads));
   return absl::OkStatus();
+}
+
+ddpm::LoopOptions LoopOptionsOf(const WorkloadOptions& o) {
+  ddpm::LoopOptions l;
+  l.phase = o.phase;
+  l.depth = o.depth;
+  l.height = o.height;
+  l.width = o.width;
+  l.batch = o.batch;
+  l.image_channels = o.model.out_channels;
+  l.cond_channels = o.model.in_channels - o.model.out_channels;
+  l.steps = o.steps;
+  l.warmup = o.warmup;
+  l.grad_accum = o.grad_accum;
+  l.learning_rate = o.learning_rate;
+  l.seed = o.seed;
+  l.sample_steps = o.sample_steps;
+  l.fixed_noise = o.fixed_noise;
+  l.bf16 = o.bf16;
+  return l;
 }
 
 UNetPlan MakePlan(const ModelOptions& m) {

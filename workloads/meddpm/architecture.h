@@ -63,6 +63,10 @@ struct UNetPlan {
 // config::Validate, common/workload_config.h).
 absl::Status ValidateModel(const ModelOptions& model);
 
+// The DDPM loop's part of `options` (workloads/ddpm/options.h); bf16 as requested (the workload
+// replaces it with the effective choice).
+ddpm::LoopOptions LoopOptionsOf(const WorkloadOptions& options);
+
 // The plan of a valid model (call ValidateModel first).
 UNetPlan MakePlan(const ModelOptions& model);
 

@@ -5,9 +5,12 @@
 
 #include "workloads/meddpm/fused_group_norm.h"
 #include "workloads/meddpm/fused_volume_ops.h"
-#include "workloads/meddpm/synthetic.h"
+#include "workloads/ddpm/synthetic.h"
 
 namespace medprof::meddpm {
+
+using ddpm::Rng;
+using ddpm::Stream;
 
 namespace nn = torch::nn;
 

@@ -1,5 +1,9 @@
 // Med-DDPM as a runnable, observable workload (spec/meddpm.md is the reference).
 //
+// The DDPM around the U-Net (schedule, q_sample, loss, Adam, EMA, sampling, step timing and the
+// observer brackets) is workloads/ddpm/loop.h, shared with the TorchScript user-model workload;
+// this file adds the U-Net, its input buffer, the fused kernels and the peer export.
+//
 // One implementation of the Workload interface (workloads/workload.h: steps, sub-phases, the
 // PhaseObserver contract, ownership, threads and error codes are stated there). A Workload owns
 // one model (the 3D U-Net), its diffusion schedule, optimizer, EMA copy and deterministic
@@ -27,12 +31,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "workloads/ddpm/options.h"
 #include "workloads/workload.h"
 
 namespace medprof::meddpm {
 
-enum class Phase { kForward, kTrain, kSample };
-enum class Device { kAuto, kCpu, kCuda };
+// The DDPM loop's (workloads/ddpm/options.h), under the names Med-DDPM code uses.
+using Phase = ddpm::Phase;
+using Device = ddpm::Device;
 
 // The U-Net's shape. Defaults are the published 128^3 model (40,226,433 parameters).
 struct ModelOptions {

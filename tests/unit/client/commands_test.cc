@@ -270,6 +270,16 @@ TEST_F(CliTest, SubmitSendsOnlyTypedFieldsAndPrintsTheStudy) {
   EXPECT_EQ(service_.last_authorization, "");
 }
 
+// Until the server takes user models, submit refuses --model before any call: a job must never
+// carry this machine's path to a node.
+TEST_F(CliTest, SubmitRefusesAUserModelTheServerCannotTakeYet) {
+  const std::string path = ::testing::TempDir() + "/cli_model.pt";
+  std::ofstream(path) << "model";
+  EXPECT_EQ(Run({"--server", address_, "submit", "--presets", "baseline", "--model", path}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--model: the server does not take user models yet"));
+  EXPECT_FALSE(service_.last_submit.has_config());
+}
+
 TEST_F(CliTest, SubmitJsonKeepsWarningsInTheDocument) {
   EXPECT_EQ(Run({"--server", address_, "submit", "--presets", "baseline", "--format", "json"}), kExitOk);
   auto j = nlohmann::json::parse(out_.str());

@@ -133,5 +133,30 @@ TEST(WorkloadConfigTest, NonCubicDims) {
   EXPECT_THAT(Validate(c), IsOk());
 }
 
+// A user model: named by a SHA-256, a base name and a size; its volume is not held to Med-DDPM's
+// multiple of 16 (the worker's dry run finds what the model takes).
+TEST(WorkloadConfigTest, AUserModelIsNamedByItsContentAndKeepsItsOwnVolumeRule) {
+  auto c = Defaults();
+  c.set_volume(24);
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("volume: 24")));
+  v1::ModelRef* m = c.mutable_model();
+  m->set_sha256(std::string(64, 'a'));
+  m->set_file_name("unet.pt");
+  m->set_size_bytes(1000);
+  EXPECT_THAT(Validate(c), IsOk());
+  c.set_volume(4);
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("volume: 4 is out of range")));
+  c.set_volume(24);
+  m->set_sha256(std::string(64, 'A'));
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("model.sha256: 'AAAA")));
+  m->set_sha256(std::string(64, 'a'));
+  m->set_file_name("dir/unet.pt");
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model.file_name: 'dir/unet.pt'")));
+  m->set_file_name("unet.pt");
+  m->set_size_bytes(0);
+  EXPECT_THAT(Validate(c), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model.size_bytes: 0")));
+}
+
 }  // namespace
 }  // namespace medprof::config

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -194,6 +195,44 @@ TEST(WorkerBinaryTest, DescribeAtDefaults) {
               j["estimated_peak_memory_bytes"].get<double>() / (1024.0 * 1024 * 1024), 1e-9);
   EXPECT_EQ(j["build"]["cupti_compiled"], MEDPROF_HAVE_CUDA == 1);
   EXPECT_FALSE(j["build"]["torch_version"].get<std::string>().empty());
+}
+
+// A user model (the fixture torchscript_models writes the examples): --describe loads and dry-runs
+// it; a bad one exits 2 naming the cause, on --describe and on a run (with a WorkerError record).
+TEST(WorkerBinaryTest, AUserModelIsDescribedRunAndRefusedWhenBad) {
+  const std::string dir = MEDPROF_TEST_MODELS_DIR;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/tiny_unet.pt"))
+      << "no example models in " << dir << ": run this test through ctest (fixture torchscript_example_models)";
+  const std::vector<std::string> job = {"--preset", "opt2", "--volume", "16", "--device", "cpu", "--threads", "1"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = job;
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  const Result d = RunBinary(with({"--model", dir + "/tiny_unet.pt", "--describe"}), "model_describe");
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  const nlohmann::json j = nlohmann::json::parse(d.out);
+  EXPECT_EQ(j["workload"], "torchscript");
+  EXPECT_EQ(j["model"]["file_name"], "tiny_unet.pt");
+  EXPECT_EQ(j["model"]["conditional"], true);
+  EXPECT_EQ(j["dry_run"]["output"], nlohmann::json::array({1, 1, 16, 16, 16}));
+  EXPECT_EQ(j["dry_run"]["cond"], nlohmann::json::array({1, 2, 16, 16, 16}));
+  EXPECT_GT(j["parameters"].get<int64_t>(), 0);
+  EXPECT_THAT(j["applied"]["note"].get<std::string>(), HasSubstr("channels_last: "));
+  EXPECT_GT(j["estimated_peak_memory_bytes"].get<uint64_t>(), j["memory"]["state_bytes"].get<uint64_t>());
+
+  const Result bad = RunBinary(with({"--model", dir + "/wrong_shape.pt", "--describe"}), "model_bad_describe");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("model: output shape [1, 2, 16, 16, 16] differs"));
+
+  const std::string out = ::testing::TempDir() + "/medprof_worker_model_bad.pb";
+  const Result run = RunBinary(with({"--model", dir + "/ignores_t.pt", "--out", out}), "model_bad_run");
+  EXPECT_EQ(run.exit_code, 2) << run.err;
+  const std::vector<v1::WorkerMessage> records = ReadFile(out);
+  ASSERT_FALSE(records.empty());
+  ASSERT_TRUE(records.back().has_error());
+  EXPECT_EQ(records.back().error().kind(), "invalid_config");
+  EXPECT_THAT(records.back().error().message(), HasSubstr("the output does not depend on t"));
 }
 
 TEST(WorkerBinaryTest, DescribeJobFileWithOverrides) {

@@ -1,4 +1,5 @@
-// The worker's workload factory: a job gets the implementation it asks for (today Med-DDPM),
+// The worker's workload factory: a job gets the implementation it asks for (Med-DDPM here; a user
+// model in tests/unit/workloads/torchscript_test.cc),
 // configured by the job, behind the interface the profiler sees; bad configurations fail with
 // the field named, before any model is built.
 #include "agent/worker/workload_factory.h"
@@ -40,7 +41,7 @@ class CountingObserver : public workload::PhaseObserver {
   std::vector<std::string> phases;
 };
 
-TEST(WorkloadFactoryTest, EveryJobIsMedDdpmToday) {
+TEST(WorkloadFactoryTest, AJobNamingNoModelIsMedDdpm) {
   EXPECT_EQ(WorkloadKindOf(TinyJob()), WorkloadKind::kMedDdpm);
   EXPECT_EQ(WorkloadKindName(WorkloadKind::kMedDdpm), "meddpm");
 }

@@ -4,6 +4,8 @@
 // still work and say they are old.
 #include "common/workload_flags.h"
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/worker/worker_args.h"
 #include "client/cli.h"
+#include "common/sha256.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -65,9 +68,6 @@ TEST(WorkloadFlagsTest, EveryConfigFieldButThePresetHasAFlagWithItsDefault) {
   for (int i = 0; i < d->field_count(); ++i) {
     const std::string name = d->field(i)->name();
     if (name == "preset") continue;  // submit takes --presets P,P.., the worker --preset P
-    // A user model travels as a content hash filled in by submit's upload, not as a flag value;
-    // its flag (--model FILE) belongs to the user-model work and is tested there.
-    if (name == "model") continue;
     const std::string flag = "--" + absl::StrReplaceAll(name, {{"_", "-"}});
     // Switches on by default are turned off by --no-NAME.
     EXPECT_TRUE(absl::StrContains(section, flag + " ") || absl::StrContains(section, flag + ",") ||
@@ -106,6 +106,24 @@ TEST(WorkloadFlagsTest, TheSameWordsGiveTheSameConfigOnBoth) {
   EXPECT_EQ(from_submit.counter_api(), "legacy");
   EXPECT_FALSE(from_submit.trace());
   EXPECT_EQ(from_submit.metrics_max_signatures(), 4);
+}
+
+TEST(WorkloadFlagsTest, ModelNamesTheFileByItsContentOnBoth) {
+  const std::string path = ::testing::TempDir() + "/flags_model.pt";
+  std::ofstream(path, std::ios::binary) << "model bytes";
+  absl::StatusOr<worker::WorkerArgs> w = worker::ParseArgs({"--preset", "opt1", "--out", "r.pb", "--model", path});
+  ASSERT_TRUE(w.ok()) << w.status();
+  const v1::ModelRef& m = w->config.model();
+  EXPECT_EQ(m.sha256(), Sha256Hex("model bytes"));
+  EXPECT_EQ(m.file_name(), "flags_model.pt");
+  EXPECT_EQ(m.size_bytes(), 11u);
+  EXPECT_EQ(std::filesystem::path(m.local_path()), std::filesystem::absolute(path));
+  absl::StatusOr<client::Command> s =
+      client::ParseCommandLine({"medprof", "submit", "--presets", "opt1", "--model", path}, ProcessEnv());
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(std::get<client::SubmitCommand>(s->body).request.config().model().sha256(), m.sha256());
+  EXPECT_THAT(worker::ParseArgs({"--preset", "opt1", "--out", "r.pb", "--model", path + ".missing"}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--model: cannot read '")));
 }
 
 TEST(WorkloadFlagsTest, OldSpellingsWorkAndSayTheyAreOld) {

@@ -19,11 +19,11 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 #include "workloads/meddpm/architecture.h"
-#include "workloads/meddpm/adam.h"
+#include "workloads/ddpm/adam.h"
 #include "workloads/meddpm/fused_group_norm.h"
 #include "workloads/meddpm/fused_volume_ops.h"
-#include "workloads/meddpm/synthetic.h"
-#include "workloads/meddpm/torch_compat.h"
+#include "workloads/ddpm/synthetic.h"
+#include "workloads/ddpm/torch_compat.h"
 #include "workloads/meddpm/unet.h"
 #include "workloads/meddpm/workload.h"
 
@@ -34,6 +34,9 @@ using ::medprof::testing::IsOk;
 using ::medprof::testing::StatusIs;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ddpm::Fnv1a64;
+using ddpm::ForeachAdam;
+namespace compat = ddpm::compat;
 
 ModelOptions TinyModel() {
   ModelOptions m;

@@ -12,8 +12,8 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 #include "workloads/meddpm/architecture.h"
-#include "workloads/meddpm/schedule.h"
-#include "workloads/meddpm/synthetic.h"
+#include "workloads/ddpm/schedule.h"
+#include "workloads/ddpm/synthetic.h"
 #include "workloads/meddpm/workload.h"
 
 namespace medprof::meddpm {
@@ -22,6 +22,16 @@ namespace {
 using ::medprof::testing::IsOk;
 using ::medprof::testing::StatusIs;
 using ::testing::HasSubstr;
+using ddpm::CosineSchedule;
+using ddpm::Fnv1a64;
+using ddpm::MakeSubject;
+using ddpm::NormalVolume;
+using ddpm::Rng;
+using ddpm::Schedule;
+using ddpm::SplitMix64;
+using ddpm::Stream;
+using ddpm::Subject;
+using ddpm::Timesteps;
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 

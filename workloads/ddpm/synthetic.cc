@@ -1,11 +1,11 @@
-#include "workloads/meddpm/synthetic.h"
+#include "workloads/ddpm/synthetic.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numbers>
 
-namespace medprof::meddpm {
+namespace medprof::ddpm {
 namespace {
 
 uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -236,4 +236,4 @@ uint64_t Fnv1a64(const std::vector<float>& data) {
   return Fnv1a64(data.data(), static_cast<int64_t>(data.size()));
 }
 
-}  // namespace medprof::meddpm
+}  // namespace medprof::ddpm

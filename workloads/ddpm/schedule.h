@@ -8,9 +8,10 @@
 
 #include <vector>
 
-namespace medprof::meddpm {
+#include "workloads/ddpm/options.h"  // kNumTimesteps
 
-inline constexpr int kNumTimesteps = 250;  // T (train.sh / sample.py --timesteps 250)
+namespace medprof::ddpm {
+
 inline constexpr double kCosineS = 0.008;
 inline constexpr double kMaxBeta = 0.999;
 
@@ -33,4 +34,4 @@ struct Schedule {
 // The cosine schedule over `num_timesteps` steps (> 0).
 Schedule CosineSchedule(int num_timesteps = kNumTimesteps, double s = kCosineS);
 
-}  // namespace medprof::meddpm
+}  // namespace medprof::ddpm

@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace medprof::meddpm {
+namespace medprof::ddpm {
 
 // What a random stream is used for; part of every stream key.
 enum class Stream : uint64_t {
@@ -95,4 +95,4 @@ std::vector<int64_t> Timesteps(uint64_t seed, uint64_t index, int batch, int num
 uint64_t Fnv1a64(const float* data, int64_t n);
 uint64_t Fnv1a64(const std::vector<float>& data);
 
-}  // namespace medprof::meddpm
+}  // namespace medprof::ddpm

@@ -1,10 +1,10 @@
-#include "workloads/meddpm/schedule.h"
+#include "workloads/ddpm/schedule.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-namespace medprof::meddpm {
+namespace medprof::ddpm {
 
 Schedule CosineSchedule(int num_timesteps, double s) {
   const int n = num_timesteps;
@@ -55,4 +55,4 @@ Schedule CosineSchedule(int num_timesteps, double s) {
   return sc;
 }
 
-}  // namespace medprof::meddpm
+}  // namespace medprof::ddpm

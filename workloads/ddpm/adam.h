@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace medprof::meddpm {
+namespace medprof::ddpm {
 
 class ForeachAdam {
  public:
@@ -70,4 +70,4 @@ class ForeachAdam {
   int64_t step_ = 0;
 };
 
-}  // namespace medprof::meddpm
+}  // namespace medprof::ddpm

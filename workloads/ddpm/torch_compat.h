@@ -24,7 +24,7 @@
 #define MEDPROF_TORCH_AT_LEAST(major, minor) \
   (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
-namespace medprof::meddpm::compat {
+namespace medprof::ddpm::compat {
 
 inline std::string TorchVersion() {
   return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
@@ -128,4 +128,4 @@ inline bool IsOutOfMemory(const std::string& message) {
          message.find("not enough memory") != std::string::npos;
 }
 
-}  // namespace medprof::meddpm::compat
+}  // namespace medprof::ddpm::compat
