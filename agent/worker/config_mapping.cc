@@ -37,6 +37,19 @@ ddpm::LoopOptions ToLoopOptions(const v1::WorkloadConfig& c) {
   return l;
 }
 
+// The preset's math and layout flags, the device and the CPU threads: the same fields on both
+// workloads' options.
+template <typename Options>
+void SetPresetAndDevice(const v1::WorkloadConfig& c, v1::DeviceKind device, Options& o) {
+  const config::PresetFlags flags = config::EffectiveFlags(c);
+  o.tf32 = flags.tf32;
+  o.channels_last = flags.channels_last;
+  o.bf16 = flags.bf16;
+  o.fused = flags.fused;
+  o.device = ToDevice(device);
+  o.cpu_threads = c.cpu_threads();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::WorkloadConfig> Effective(v1::WorkloadConfig config) {
@@ -69,13 +82,7 @@ meddpm::WorkloadOptions ToWorkloadOptions(const v1::WorkloadConfig& c, v1::Devic
   o.learning_rate = loop.learning_rate;
   o.seed = loop.seed;
   o.sample_steps = loop.sample_steps;
-  const config::PresetFlags flags = config::EffectiveFlags(c);
-  o.tf32 = flags.tf32;
-  o.channels_last = flags.channels_last;
-  o.bf16 = flags.bf16;
-  o.fused = flags.fused;
-  o.device = ToDevice(device);
-  o.cpu_threads = c.cpu_threads();
+  SetPresetAndDevice(c, device, o);
   return o;
 }
 
@@ -83,13 +90,7 @@ torchscript::Options ToTorchScriptOptions(const v1::WorkloadConfig& c, v1::Devic
   torchscript::Options o;
   o.path = c.model().local_path();
   o.loop = ToLoopOptions(c);
-  const config::PresetFlags flags = config::EffectiveFlags(c);
-  o.tf32 = flags.tf32;
-  o.channels_last = flags.channels_last;
-  o.bf16 = flags.bf16;
-  o.fused = flags.fused;
-  o.device = ToDevice(device);
-  o.cpu_threads = c.cpu_threads();
+  SetPresetAndDevice(c, device, o);
   return o;
 }
 
