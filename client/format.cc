@@ -289,104 +289,100 @@ std::string FormatRuns(const v1::ListRunsResponse& r, OutputFormat format) {
   return t.Render();
 }
 
-std::string FormatRun(const v1::Run& run, OutputFormat format) {
-  if (format == OutputFormat::kJson) {
-    return MessageToJson(run).value_or("{}\n");
-  }
-  std::string out = KeyValues(
-      {
-          {"run", run.run_id()},
-          {"study", run.study_id()},
-          {"job", absl::StrCat(run.job_id(), " (attempt ", run.attempt(), ")")},
-          {"state", RunStateName(run.state())},
-          {"preset", run.preset()},
-          {"gpu", run.gpu()},
-          {"agent", run.agent_id()},
-          {"started", FormatUnixMs(run.started_unix_ms())},
-          {"finished", FormatUnixMs(run.finished_unix_ms())},
-          {"parameters", run.parameters() > 0 ? absl::StrCat(run.parameters()) : ""},
-          {"error", run.error()},
-      },
-      "");
-  if (!run.stderr_tail().empty()) out += "stderr (last lines):\n" + Indent(run.stderr_tail(), "  ");
+namespace {
 
-  if (run.has_effective()) {
-    const v1::WorkloadConfig& c = run.effective();
-    const config::Dims d = config::VolumeDims(c);
-    const config::PresetFlags f = config::EffectiveFlags(c);
-    out += "\nconfiguration\n";
-    out += KeyValues(
-        {
-            {"phase", config::PhaseName(c.phase())},
-            {"volume", absl::StrCat(d.d, "x", d.h, "x", d.w)},
-            {"batch", absl::StrCat(c.batch())},
-            {"steps", absl::StrCat(c.steps(), " measured, ", c.warmup(), " warm-up")},
-            {"model", absl::StrCat("base_channels ", c.base_channels(), ", channel_mult ",
-                                   absl::StrJoin(c.channel_mult(), ","), ", res_blocks ", c.res_blocks(),
-                                   ", groups ", c.groups())},
-            {"grad_accum", absl::StrCat(c.grad_accum())},
-            {"flags", absl::StrCat("tf32 ", OnOff(f.tf32), ", channels_last ", OnOff(f.channels_last),
-                                   ", bf16 ", OnOff(f.bf16), ", fused ", OnOff(f.fused))},
-        },
-        "  ");
+// The run's effective configuration, as "configuration" key-values.
+std::string RunConfigSection(const v1::Run& run) {
+  std::string out;
+  const v1::WorkloadConfig& c = run.effective();
+  const config::Dims d = config::VolumeDims(c);
+  const config::PresetFlags f = config::EffectiveFlags(c);
+  out += "\nconfiguration\n";
+  out += KeyValues(
+      {
+          {"phase", config::PhaseName(c.phase())},
+          {"volume", absl::StrCat(d.d, "x", d.h, "x", d.w)},
+          {"batch", absl::StrCat(c.batch())},
+          {"steps", absl::StrCat(c.steps(), " measured, ", c.warmup(), " warm-up")},
+          {"model", absl::StrCat("base_channels ", c.base_channels(), ", channel_mult ",
+                                 absl::StrJoin(c.channel_mult(), ","), ", res_blocks ", c.res_blocks(),
+                                 ", groups ", c.groups())},
+          {"grad_accum", absl::StrCat(c.grad_accum())},
+          {"flags", absl::StrCat("tf32 ", OnOff(f.tf32), ", channels_last ", OnOff(f.channels_last),
+                                 ", bf16 ", OnOff(f.bf16), ", fused ", OnOff(f.fused))},
+      },
+      "  ");
+  return out;
+}
+
+// Where the run ran, as "environment" key-values.
+std::string RunEnvironmentSection(const v1::Run& run) {
+  std::string out;
+  const v1::Environment& e = run.environment();
+  std::string clocks;
+  if (e.sm_clock_mhz() > 0 || e.mem_clock_mhz() > 0) {
+    clocks = absl::StrCat("sm ", e.sm_clock_mhz(), " MHz, mem ", e.mem_clock_mhz(), " MHz");
+    if (e.power_limit_w() > 0) absl::StrAppend(&clocks, ", power cap ", e.power_limit_w(), " W");
+    if (!e.throttle_reasons().empty()) absl::StrAppend(&clocks, ", throttle: ", e.throttle_reasons());
   }
-  if (run.has_environment()) {
-    const v1::Environment& e = run.environment();
-    std::string clocks;
-    if (e.sm_clock_mhz() > 0 || e.mem_clock_mhz() > 0) {
-      clocks = absl::StrCat("sm ", e.sm_clock_mhz(), " MHz, mem ", e.mem_clock_mhz(), " MHz");
-      if (e.power_limit_w() > 0) absl::StrAppend(&clocks, ", power cap ", e.power_limit_w(), " W");
-      if (!e.throttle_reasons().empty()) absl::StrAppend(&clocks, ", throttle: ", e.throttle_reasons());
-    }
-    std::string slurm;
-    if (!e.slurm_job_id().empty()) slurm = absl::StrCat("job ", e.slurm_job_id(), " partition ", e.slurm_partition());
-    out += "\nenvironment\n";
-    out += KeyValues(
-        {
-            {"host", e.host()},
-            {"site", e.site()},
-            {"device", e.device()},
-            {"gpu", e.gpu_name().empty() ? "" : absl::StrCat(e.gpu_name(), e.compute_capability().empty() ? "" : absl::StrCat(" (cc ", e.compute_capability(), ")"))},
-            {"gpu uuid", e.gpu_uuid()},
-            {"driver", e.driver_version()},
-            {"cuda runtime", e.cuda_runtime_version()},
-            {"cudnn", e.cudnn_version()},
-            {"torch", e.torch_version()},
-            {"cupti", e.cupti_version()},
-            {"cpu", e.cpu_model().empty() ? "" : absl::StrCat(e.cpu_model(), e.cpu_threads() > 0 ? absl::StrCat(", ", e.cpu_threads(), " threads") : "")},
-            {"clocks", clocks},
-            {"mig / ecc", absl::StrCat(OnOff(e.mig_enabled()), " / ", OnOff(e.ecc_enabled()))},
-            {"counters", e.counters_admin_only() ? "admin only" : "user"},
-            {"slurm", slurm},
-            {"container", e.container_image()},
-            {"worker", e.worker_version()},
-            {"agent", e.agent_version()},
-            {"flags read back", absl::StrCat("tf32_cudnn ", OnOff(e.tf32_cudnn()), ", tf32_matmul ", OnOff(e.tf32_matmul()),
-                                             ", channels_last ", OnOff(e.channels_last()), ", bf16 ", OnOff(e.bf16()),
-                                             ", fused ", OnOff(e.fused()), ", cudnn_benchmark ", OnOff(e.cudnn_benchmark()))},
-        },
-        "  ");
+  std::string slurm;
+  if (!e.slurm_job_id().empty()) slurm = absl::StrCat("job ", e.slurm_job_id(), " partition ", e.slurm_partition());
+  out += "\nenvironment\n";
+  out += KeyValues(
+      {
+          {"host", e.host()},
+          {"site", e.site()},
+          {"device", e.device()},
+          {"gpu", e.gpu_name().empty() ? "" : absl::StrCat(e.gpu_name(), e.compute_capability().empty() ? "" : absl::StrCat(" (cc ", e.compute_capability(), ")"))},
+          {"gpu uuid", e.gpu_uuid()},
+          {"driver", e.driver_version()},
+          {"cuda runtime", e.cuda_runtime_version()},
+          {"cudnn", e.cudnn_version()},
+          {"torch", e.torch_version()},
+          {"cupti", e.cupti_version()},
+          {"cpu", e.cpu_model().empty() ? "" : absl::StrCat(e.cpu_model(), e.cpu_threads() > 0 ? absl::StrCat(", ", e.cpu_threads(), " threads") : "")},
+          {"clocks", clocks},
+          {"mig / ecc", absl::StrCat(OnOff(e.mig_enabled()), " / ", OnOff(e.ecc_enabled()))},
+          {"counters", e.counters_admin_only() ? "admin only" : "user"},
+          {"slurm", slurm},
+          {"container", e.container_image()},
+          {"worker", e.worker_version()},
+          {"agent", e.agent_version()},
+          {"flags read back", absl::StrCat("tf32_cudnn ", OnOff(e.tf32_cudnn()), ", tf32_matmul ", OnOff(e.tf32_matmul()),
+                                           ", channels_last ", OnOff(e.channels_last()), ", bf16 ", OnOff(e.bf16()),
+                                           ", fused ", OnOff(e.fused()), ", cudnn_benchmark ", OnOff(e.cudnn_benchmark()))},
+      },
+      "  ");
+  return out;
+}
+
+// The run's summary: step times, memory, loss, the profiler layers.
+std::string RunSummarySection(const v1::Run& run) {
+  std::string out;
+  const v1::RunSummary& s = run.summary();
+  std::vector<std::string> layers;
+  for (const auto& l : s.layers()) {
+    layers.push_back(l.ran() ? absl::StrCat(l.layer(), ": ran") : absl::StrCat(l.layer(), ": not run (", l.reason(), ")"));
   }
-  if (run.has_summary()) {
-    const v1::RunSummary& s = run.summary();
-    std::vector<std::string> layers;
-    for (const auto& l : s.layers()) {
-      layers.push_back(l.ran() ? absl::StrCat(l.layer(), ": ran") : absl::StrCat(l.layer(), ": not run (", l.reason(), ")"));
-    }
-    out += "\nsummary\n";
-    out += KeyValues(
-        {
-            {"measured steps", absl::StrCat(s.measured_steps())},
-            {"step ms", absl::StrCat("median ", Fixed(s.step_ms_median(), 2), ", mean ", Fixed(s.step_ms_mean(), 2),
-                                     ", min ", Fixed(s.step_ms_min(), 2), ", max ", Fixed(s.step_ms_max(), 2))},
-            {"peak memory", Bytes(s.peak_memory_bytes())},
-            {"final loss", absl::StrFormat("%.6g", s.final_loss())},
-            {"wall", absl::StrFormat("%.1f s", s.wall_ms() / 1000.0)},
-            {"trace overhead", s.trace_overhead_pct() > 0 ? absl::StrFormat("%.2f%%", s.trace_overhead_pct()) : ""},
-            {"layers", absl::StrJoin(layers, "; ")},
-        },
-        "  ");
-  }
+  out += "\nsummary\n";
+  out += KeyValues(
+      {
+          {"measured steps", absl::StrCat(s.measured_steps())},
+          {"step ms", absl::StrCat("median ", Fixed(s.step_ms_median(), 2), ", mean ", Fixed(s.step_ms_mean(), 2),
+                                   ", min ", Fixed(s.step_ms_min(), 2), ", max ", Fixed(s.step_ms_max(), 2))},
+          {"peak memory", Bytes(s.peak_memory_bytes())},
+          {"final loss", absl::StrFormat("%.6g", s.final_loss())},
+          {"wall", absl::StrFormat("%.1f s", s.wall_ms() / 1000.0)},
+          {"trace overhead", s.trace_overhead_pct() > 0 ? absl::StrFormat("%.2f%%", s.trace_overhead_pct()) : ""},
+          {"layers", absl::StrJoin(layers, "; ")},
+      },
+      "  ");
+  return out;
+}
+
+// The run's step times and its top ops and kernels by total time, as tables.
+std::string RunTables(const v1::Run& run) {
+  std::string out;
   if (run.steps_size() > 0) {
     TextTable t({"STEP", "PHASE", "WALL MS", "DEVICE MS", "LOSS"},
                 {Align::kRight, Align::kLeft, Align::kRight, Align::kRight, Align::kRight});
@@ -426,6 +422,36 @@ std::string FormatRun(const v1::Run& run, OutputFormat format) {
     out += absl::StrCat("\ntop kernels by total time (", std::min<int>(kTop, ks.size()), " of ", ks.size(), ")\n");
     out += Indent(t.Render(), "  ");
   }
+  return out;
+}
+
+}  // namespace
+
+std::string FormatRun(const v1::Run& run, OutputFormat format) {
+  if (format == OutputFormat::kJson) {
+    return MessageToJson(run).value_or("{}\n");
+  }
+  std::string out = KeyValues(
+      {
+          {"run", run.run_id()},
+          {"study", run.study_id()},
+          {"job", absl::StrCat(run.job_id(), " (attempt ", run.attempt(), ")")},
+          {"state", RunStateName(run.state())},
+          {"preset", run.preset()},
+          {"gpu", run.gpu()},
+          {"agent", run.agent_id()},
+          {"started", FormatUnixMs(run.started_unix_ms())},
+          {"finished", FormatUnixMs(run.finished_unix_ms())},
+          {"parameters", run.parameters() > 0 ? absl::StrCat(run.parameters()) : ""},
+          {"error", run.error()},
+      },
+      "");
+  if (!run.stderr_tail().empty()) out += "stderr (last lines):\n" + Indent(run.stderr_tail(), "  ");
+
+  if (run.has_effective()) out += RunConfigSection(run);
+  if (run.has_environment()) out += RunEnvironmentSection(run);
+  if (run.has_summary()) out += RunSummarySection(run);
+  out += RunTables(run);
   return out;
 }
 
