@@ -163,13 +163,16 @@ absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Sessio
     MEDPROF_RETURN_IF_ERROR(s);
   }
   MEDPROF_RETURN_IF_ERROR(ProfileKernels(run, session, replayed, "core, replayed", launches));
+  // The roofline's work and traffic on every core signature: a signature's launches run the same
+  // instructions on the same inputs, so one launch each.
+  MEDPROF_RETURN_IF_ERROR(ProfileKernels(run, session, cat.InGroups({MetricGroup::kWork}), "work", 1));
   // Stalls, throughputs and the SASS mix: ratios and counts of one launch (16 passes on GH100), on
   // the detail tier's signatures.
   MEDPROF_RETURN_IF_ERROR(ProfileKernels(
       run, detail, cat.InGroups({MetricGroup::kStalls, MetricGroup::kThroughput, MetricGroup::kSass}),
       "stalls, throughput, sass", 1));
-  // DRAM bytes and the L2 hit rate from the stored medians of their parts, whichever sessions
-  // they came from.
+  // DRAM bytes, the L2 hit rate and the FLOPs from the stored medians of their parts, whichever
+  // sessions they came from.
   for (auto& [id, values] : signature_metrics_) DeriveFromParts(&values);
   return absl::OkStatus();
 }
@@ -282,7 +285,7 @@ void MetricsLayer::StoreMedians(const Session& session, const LaunchPicker& pick
 
 void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const std::vector<KernelTarget>& core,
                              const std::vector<KernelTarget>& detail, const ResolvedCatalog& catalog) {
-  std::map<std::string, std::string> units = {{"dram_bytes", "bytes"}};
+  std::map<std::string, std::string> units = DerivedMetricUnits();
   for (const ResolvedMetric& m : catalog.metrics) units[m.name] = m.unit;
   const auto is_counter = [&units](const std::string& name) {
     auto u = units.find(name);
@@ -313,9 +316,10 @@ void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const std::
 
 absl::Status MetricsLayer::ProfilePhases(const StepRunner& run, const CounterSessionOptions& base,
                                          const ResolvedCatalog& catalog) {
-  const std::vector<ResolvedMetric> metrics = catalog.InGroups({MetricGroup::kCore});
+  const std::vector<MetricGroup> groups = {MetricGroup::kCore, MetricGroup::kWork};  // + the roofline's FLOPs
+  const std::vector<ResolvedMetric> metrics = catalog.InGroups(groups);
   CounterSessionOptions o = base;
-  o.metrics = catalog.PerfworksNames({MetricGroup::kCore});
+  o.metrics = catalog.PerfworksNames(groups);
   o.range = CUPTI_UserRange;
   o.replay = CUPTI_UserReplay;
   o.max_ranges = 8;  // fwd, bwd, optim, sample_step (+ room)

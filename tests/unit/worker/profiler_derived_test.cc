@@ -24,7 +24,8 @@ TEST(MetricCatalog, EveryDocumentedNameIsThereOnceWithACandidate) {
   for (const char* n : {"duration_ns", "sm_cycles", "warp_instructions", "tensor_pipe_pct", "fma_pipe_pct",
                         "achieved_occupancy_pct", "l1_hit_pct", "l2_hit_pct", "dram_throughput_pct",
                         "issue_active_pct", "sm_throughput_pct", "cpi", "stall.long_scoreboard",
-                        "inst_pipe.fma", "sass.ffma", "dram_bytes_read"}) {
+                        "inst_pipe.fma", "sass.ffma", "dram_bytes_read", "flops.tensor_tf32", "flops.tensor_fp16",
+                        "flops.tensor_bf16", "flops.tensor_fp8", "bytes.l2", "l1_writeback_cycles"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
 }
@@ -110,6 +111,29 @@ TEST(MetricCatalog, DeriveFromPartsMakesTheL2HitRateFromLookupsUnlessMeasuredDir
   std::map<std::string, double> half = {{"l2_sectors_hit", 300}};
   DeriveFromParts(&half);
   EXPECT_FALSE(half.count("l2_hit_pct"));
+}
+
+// The roofline's derived counters: flops.fp32 = 10 + 20 + 2 * 30 = 90; flops.fp16 = 1 + 2 + 2 * 3 = 9;
+// no flops.fp64 (dfma missing); bytes.l1 = 128 * 5 = 640; bytes.dram = dram_bytes = 100 + 50.
+TEST(MetricCatalog, DeriveFromPartsMakesTheRooflineWorkAndTrafficWithTheirUnits) {
+  std::map<std::string, double> v = {{"sass.fadd", 10},        {"sass.fmul", 20},      {"sass.ffma", 30},
+                                     {"sass.hadd", 1},         {"sass.hmul", 2},       {"sass.hfma", 3},
+                                     {"sass.dadd", 4},         {"sass.dmul", 4},       {"l1_writeback_cycles", 5},
+                                     {"dram_bytes_read", 100}, {"dram_bytes_write", 50}};
+  DeriveFromParts(&v);
+  EXPECT_DOUBLE_EQ(v.at("flops.fp32"), 90.0);
+  EXPECT_DOUBLE_EQ(v.at("flops.fp16"), 9.0);
+  EXPECT_FALSE(v.count("flops.fp64"));
+  EXPECT_DOUBLE_EQ(v.at("bytes.l1"), 640.0);
+  EXPECT_DOUBLE_EQ(v.at("bytes.dram"), 150.0);
+  EXPECT_DOUBLE_EQ(v.at("dram_bytes"), 150.0);
+  for (const char* name : {"flops.fp32", "flops.fp16", "flops.fp64"}) EXPECT_EQ(DerivedMetricUnits().at(name), "flop");
+  for (const char* name : {"bytes.l1", "bytes.dram", "dram_bytes"}) EXPECT_EQ(DerivedMetricUnits().at(name), "bytes");
+  // The catalog's own roofline entries are counters too, so kernel aggregates sum them.
+  for (const MetricEntry& e : MetricCatalog()) {
+    if (e.name.rfind("flops.", 0) == 0) EXPECT_EQ(e.unit, "flop") << e.name;
+    if (e.group == MetricGroup::kWork) EXPECT_FALSE(e.percent) << e.name;
+  }
 }
 
 TEST(MetricCatalog, WithoutDerivedDropsTheL2HitRateOnlyWhenBothPartsAreThere) {
