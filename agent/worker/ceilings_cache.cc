@@ -73,7 +73,7 @@ absl::Status CeilingsCache::Store(const CeilingsKey& key, const v1::Ceilings& ce
   return WriteFileDurably(path, stored.SerializeAsString());
 }
 
-absl::StatusOr<v1::Ceilings> CeilingsCache::GetOrMeasure(const CeilingsKey& key, const MeasureCeilings& measure,
+absl::StatusOr<v1::Ceilings> CeilingsCache::GetOrMeasure(const CeilingsKey& key, const CeilingsMeasurement& measure,
                                                          std::string* why) const {
   MEDPROF_RETURN_IF_ERROR(PathFor(key).status());  // a key that names no file is the caller's error
   absl::StatusOr<v1::Ceilings> cached = Load(key);

@@ -35,7 +35,7 @@ struct CeilingsKey {
 
 // Measures the ceilings (Ceilings.ceilings and their methods); the cache sets the key fields,
 // from_cache and measure_ms.
-using MeasureCeilings = std::function<absl::StatusOr<v1::Ceilings>()>;
+using CeilingsMeasurement = std::function<absl::StatusOr<v1::Ceilings>()>;
 
 class CeilingsCache {
  public:
@@ -58,7 +58,7 @@ class CeilingsCache {
   // Load; on a miss, measure (measure_ms set), Store, and say in *why ("" on a hit) why it was
   // measured. A failed Store is reported in *why and does not fail the call; a failed measurement
   // is returned as it is.
-  absl::StatusOr<v1::Ceilings> GetOrMeasure(const CeilingsKey& key, const MeasureCeilings& measure,
+  absl::StatusOr<v1::Ceilings> GetOrMeasure(const CeilingsKey& key, const CeilingsMeasurement& measure,
                                             std::string* why) const;
 
  private:

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/profiler/backend.h"
 #include "agent/profiler/gpu_probe.h"
+#include "agent/worker/ceilings_probe.h"
 #include "agent/worker/exit_codes.h"
 #include "agent/worker/gpu_clocks.h"
 #include "agent/worker/host_info.h"
@@ -141,6 +142,7 @@ struct Setup {
   profiler::GpuProbe probe;
   profiler::CudaLibraries libs;
   profiler::BackendChoice choice;
+  v1::Ceilings ceilings;              // the roofline's, measured before the profiler starts
   profiler::CreatedProfiler created;  // the profiler and, if CUPTI could not start, why
   std::unique_ptr<workload::Workload> workload;
 };
@@ -166,6 +168,9 @@ int ChooseDeviceAndProfiler(const RunContext& ctx, Setup* s) {
   auto choice = profiler::ChooseBackend(ctx.effective.device(), s->probe, profiler::TorchHasCuda());
   if (!choice.ok()) return Fail(ctx, choice.status(), "choosing the device");
   s->choice = *std::move(choice);
+  // Before the profiler exists, so that none of the probe's kernels is traced.
+  const char* cache_dir = std::getenv("MEDPROF_CACHE_DIR");
+  s->ceilings = NodeCeilings(s->choice.device == v1::DEVICE_KIND_CUDA, s->probe.gpu, cache_dir ? cache_dir : "");
   auto request = profiler::ProfilerRequestFor(ctx.effective);
   if (!request.ok()) return Fail(ctx, request.status(), "reading the profiler request");
   auto created = profiler::CreateProfiler(s->choice, s->probe, *request);
@@ -203,6 +208,7 @@ void FillEnvironment(const Setup& s, v1::Environment* env) {
     FillGpuClockEnvironment(SampleGpuClocks(s.probe.gpu.uuid), "run start, model on the GPU", env);
   }
   s.created.profiler->DescribeEnvironment(env);
+  *env->mutable_ceilings() = s.ceilings;
   const workload::EffectiveFlags& flags = s.workload->flags();
   env->set_torch_version(flags.torch_version);
   env->set_cudnn_version(flags.cudnn_version);

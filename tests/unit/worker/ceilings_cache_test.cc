@@ -29,7 +29,7 @@ class CeilingsCacheTest : public ::testing::Test {
   static CeilingsKey Key() { return CeilingsKey{"GPU-0a1b2c3d-0000-1111-2222-333344445555", "580.95", 1980, 3201, 700}; }
 
   // A measurement that counts its calls and returns DRAM = 4.1e12 * call number.
-  MeasureCeilings Measure() {
+  CeilingsMeasurement Measure() {
     return [this]() -> absl::StatusOr<v1::Ceilings> {
       ++measured_;
       v1::Ceilings c;
