@@ -20,6 +20,7 @@
 #include "agent/worker/workload_factory.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/roofline.h"
 #include "common/workload_config.h"
 #include "workloads/workload.h"
 
@@ -173,6 +174,7 @@ int ChooseDeviceAndProfiler(const RunContext& ctx, Setup* s) {
   s->ceilings = NodeCeilings(s->choice.device == v1::DEVICE_KIND_CUDA, s->probe.gpu, cache_dir ? cache_dir : "");
   auto request = profiler::ProfilerRequestFor(ctx.effective);
   if (!request.ok()) return Fail(ctx, request.status(), "reading the profiler request");
+  request->roofs = roofline::RoofsOf(s->ceilings);
   auto created = profiler::CreateProfiler(s->choice, s->probe, *request);
   if (!created.ok()) return Fail(ctx, created.status(), "creating the profiler");
   s->created = *std::move(created);

@@ -224,6 +224,45 @@ TEST(Findings, FmaBoundConvolutionWithIdleTensorCores) {
   EXPECT_TRUE(FindKernelFindings({Conv(0.5, 10.0, 60.0)}, o).empty());
 }
 
+// An elementwise kernel at 1 ms moving 3.2 GB through DRAM (4 TB/s roof): memory-bound at 80 % of
+// the DRAM roof, s = 0.5 x 0.80. The same kernel's DRAM throughput counter alone would not have fired
+// the old rule (55 % < 60); the roofline knows. A kernel it places latency-bound (1 GB: 25 %) gets no
+// memory_bound finding even with a DRAM counter at 70 %.
+TEST(Findings, TheRooflineDecidesMemoryBoundWhereItCanPlaceTheKernel) {
+  KernelFacts k;
+  k.name = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)";
+  k.op = "aten::add";
+  k.category = "elementwise";
+  k.share = 0.2;
+  k.blocks = 4096;
+  k.metrics = {{"duration_ns", 1e6}, {"bytes.dram", 3.2e9}, {"flops.fp32", 8e8}, {"dram_throughput_pct", 55.0},
+               {"sm_throughput_pct", 20.0}};
+  FindingsOptions o;
+  o.sm_count = 132;
+  o.roofs = {{"dram", {4e12, true}}, {"fp32", {6e13, false}}};
+  auto f = FindKernelFindings({k}, o);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule(), "memory_bound");
+  EXPECT_EQ(f[0].finding(), "elementwise kernel memory-bound at 80 % of DRAM roof: fuse it with its neighbours");
+  EXPECT_NEAR(f[0].speedup(), 0.4, 1e-12);
+  k.metrics = {{"duration_ns", 1e6}, {"bytes.dram", 1e9}, {"dram_throughput_pct", 70.0}, {"sm_throughput_pct", 20.0}};
+  EXPECT_TRUE(FindKernelFindings({k}, o).empty());
+  // Without roofs the DRAM counter rule stands in.
+  o.roofs.clear();
+  f = FindKernelFindings({k}, o);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_THAT(f[0].finding(), HasSubstr("DRAM 70% of peak"));
+}
+
+// The Tensor Core estimate takes the chip's own FP32/TF32 ratio from the roofs when it has both.
+TEST(Findings, IdleTensorCoresUseTheRoofsPeakRatio) {
+  FindingsOptions o;
+  o.roofs = {{"fp32", {19.5e12, false}}, {"tensor_tf32", {156e12, false}}};  // A100: 1/8
+  const auto f = FindKernelFindings({Conv(0.5, 80.0, 0.0)}, o);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NEAR(f[0].speedup(), 0.8 * (1.0 - 0.125), 1e-12);
+}
+
 TEST(Findings, SmallGridNeedsNoCountersAndNamesTheGroupNormStatistics) {
   KernelFacts k;
   k.name =
