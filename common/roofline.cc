@@ -37,7 +37,39 @@ void ReadCounters(const std::map<std::string, double>& values, Point* p) {
   p->flop_per_s = p->flops / (p->duration_ns * 1e-9);
 }
 
+constexpr double kL1BytesPerWritebackCycle = 128;  // Nsight Compute's L1 roofline factor
+
+// flops.<cls> = add + mul + 2 * fma from the SASS counts sass.<p>add, sass.<p>mul, sass.<p>fma.
+void DeriveFlops(const char* cls, const char* p, std::map<std::string, double>* values) {
+  auto add = values->find(absl::StrCat("sass.", p, "add")), mul = values->find(absl::StrCat("sass.", p, "mul")),
+       fma = values->find(absl::StrCat("sass.", p, "fma"));
+  if (add == values->end() || mul == values->end() || fma == values->end()) return;
+  (*values)[absl::StrCat("flops.", cls)] = add->second + mul->second + 2 * fma->second;
+}
+
 }  // namespace
+
+void DeriveWorkAndTraffic(std::map<std::string, double>* values) {
+  auto read = values->find("dram_bytes_read"), write = values->find("dram_bytes_write");
+  if (read != values->end() && write != values->end()) {
+    (*values)["bytes.dram"] = read->second + write->second;
+  } else if (auto dram = values->find("dram_bytes"); dram != values->end()) {
+    (*values)["bytes.dram"] = dram->second;
+  }
+  if (auto l1 = values->find("l1_writeback_cycles"); l1 != values->end()) {
+    (*values)["bytes.l1"] = kL1BytesPerWritebackCycle * l1->second;
+  }
+  DeriveFlops("fp32", "f", values);
+  DeriveFlops("fp16", "h", values);
+  DeriveFlops("fp64", "d", values);
+}
+
+const std::map<std::string, std::string>& DerivedWorkUnits() {
+  static const std::map<std::string, std::string> kUnits = {{"bytes.dram", "bytes"}, {"bytes.l1", "bytes"},
+                                                             {"flops.fp32", "flop"},  {"flops.fp16", "flop"},
+                                                             {"flops.fp64", "flop"}};
+  return kUnits;
+}
 
 const char* BoundName(Bound b) {
   switch (b) {

@@ -54,6 +54,18 @@ struct Roof {
 };
 using Roofs = std::map<std::string, Roof>;  // ceiling name -> roof
 
+// The roofline's counters made from their parts, each when its parts are in `values` — the one place
+// they are made: the worker's metrics layer (per range, per median, per signature, through
+// DeriveFromParts in agent/profiler/metric_catalog.h) and the Nsight Compute importer (per launch):
+//   bytes.dram = dram_bytes_read + dram_bytes_write (else dram_bytes, ncu's dram__bytes.sum)
+//   bytes.l1   = 128 * l1_writeback_cycles (ncu's L1 roofline: 128 bytes per local/global
+//                writeback cycle)
+//   flops.fp32 = sass.fadd + sass.fmul + 2 * sass.ffma; flops.fp16 from hadd/hmul/hfma, flops.fp64
+//                from dadd/dmul/dfma (ncu's roofline sections count the same way)
+void DeriveWorkAndTraffic(std::map<std::string, double>* values);
+// The unit of each name DeriveWorkAndTraffic makes ("bytes", "flop"): counters, summed by aggregates.
+const std::map<std::string, std::string>& DerivedWorkUnits();
+
 // The roofs of a run's ceilings; a ceiling with neither a measured nor a datasheet value is left out.
 Roofs RoofsOf(const v1::Ceilings& ceilings);
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/roofline.h"
 
 namespace medprof::profiler {
 namespace {
@@ -207,38 +208,20 @@ std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::s
   return out;
 }
 
-namespace {
-
-constexpr double kL1BytesPerWritebackCycle = 128;  // Nsight Compute's L1 roofline factor
-
-// flops.<cls> = add + mul + 2 * fma from the SASS counts sass.<p>add, sass.<p>mul, sass.<p>fma.
-void DeriveFlops(const char* cls, const char* p, std::map<std::string, double>* values) {
-  auto add = values->find(absl::StrCat("sass.", p, "add")), mul = values->find(absl::StrCat("sass.", p, "mul")),
-       fma = values->find(absl::StrCat("sass.", p, "fma"));
-  if (add == values->end() || mul == values->end() || fma == values->end()) return;
-  (*values)[absl::StrCat("flops.", cls)] = add->second + mul->second + 2 * fma->second;
-}
-
-}  // namespace
-
 const std::map<std::string, std::string>& DerivedMetricUnits() {
-  static const std::map<std::string, std::string> kUnits = {
-      {"dram_bytes", "bytes"}, {"bytes.dram", "bytes"}, {"bytes.l1", "bytes"}, {"l2_hit_pct", "%"},
-      {"flops.fp32", "flop"},  {"flops.fp16", "flop"},  {"flops.fp64", "flop"}};
+  static const std::map<std::string, std::string> kUnits = [] {
+    std::map<std::string, std::string> u = roofline::DerivedWorkUnits();
+    u["dram_bytes"] = "bytes";
+    u["l2_hit_pct"] = "%";
+    return u;
+  }();
   return kUnits;
 }
 
 void DeriveFromParts(std::map<std::string, double>* values) {
   auto read = values->find("dram_bytes_read"), write = values->find("dram_bytes_write");
-  if (read != values->end() && write != values->end()) {
-    (*values)["dram_bytes"] = (*values)["bytes.dram"] = read->second + write->second;
-  }
-  if (auto l1 = values->find("l1_writeback_cycles"); l1 != values->end()) {
-    (*values)["bytes.l1"] = kL1BytesPerWritebackCycle * l1->second;
-  }
-  DeriveFlops("fp32", "f", values);
-  DeriveFlops("fp16", "h", values);
-  DeriveFlops("fp64", "d", values);
+  if (read != values->end() && write != values->end()) (*values)["dram_bytes"] = read->second + write->second;
+  roofline::DeriveWorkAndTraffic(values);
   auto hit = values->find("l2_sectors_hit"), sectors = values->find("l2_sectors");
   if (hit != values->end() && sectors != values->end() && !values->count("l2_hit_pct")) {
     (*values)["l2_hit_pct"] = sectors->second > 0 ? std::clamp(100.0 * hit->second / sectors->second, 0.0, 100.0) : 0.0;

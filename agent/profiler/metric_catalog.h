@@ -86,12 +86,8 @@ std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::s
 
 // The metrics made from others, when their parts are in `values` (the one place these are made: per
 // range, per median, and over a signature's merged sessions):
-//   dram_bytes = bytes.dram = dram_bytes_read + dram_bytes_write  (bytes.dram: the roofline's name)
-//   bytes.l1   = 128 * l1_writeback_cycles   (Nsight Compute's L1 roofline: 128 bytes per
-//                                            writeback cycle of the local/global path)
-//   flops.fp32 = sass.fadd + sass.fmul + 2 * sass.ffma, flops.fp16 from hadd/hmul/hfma,
-//   flops.fp64 from dadd/dmul/dfma (each when its three parts are there; Nsight Compute's
-//                                            roofline sections count the same way)
+//   dram_bytes = dram_bytes_read + dram_bytes_write
+//   the roofline's bytes.dram, bytes.l1 and flops.<class> (roofline::DeriveWorkAndTraffic)
 //   l2_hit_pct = 100 * l2_sectors_hit / l2_sectors (clamped to 0..100), unless measured directly:
 //                lts__t_sector_hit_rate.pct reads exactly the raw counters of
 //                lts__t_sectors_lookup_hit.sum and lts__t_sectors.sum (MetricRawCounters, tested)

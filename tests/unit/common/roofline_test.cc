@@ -148,5 +148,21 @@ TEST(Roofline, SummaryWeightsByTimeAndSharesTheBounds) {
   EXPECT_DOUBLE_EQ(s.share.at(Bound::kLatency), 1.0 / 3);
 }
 
+// fadd 1 + fmul 2 + 2 x ffma 3 = 9; read + write = 30 wins over dram_bytes; an export with only
+// dram__bytes.sum (dram_bytes) gets it as bytes.dram; 128 B per L1 writeback cycle.
+TEST(Roofline, WorkAndTrafficFromTheirParts) {
+  std::map<std::string, double> v = {{"sass.fadd", 1}, {"sass.fmul", 2}, {"sass.ffma", 3}, {"dram_bytes_read", 10},
+                                     {"dram_bytes_write", 20}, {"dram_bytes", 99}, {"l1_writeback_cycles", 2}};
+  DeriveWorkAndTraffic(&v);
+  EXPECT_DOUBLE_EQ(v.at("flops.fp32"), 9);
+  EXPECT_DOUBLE_EQ(v.at("bytes.dram"), 30);
+  EXPECT_DOUBLE_EQ(v.at("bytes.l1"), 256);
+  EXPECT_FALSE(v.count("flops.fp16"));
+  std::map<std::string, double> ncu = {{"dram_bytes", 99}};
+  DeriveWorkAndTraffic(&ncu);
+  EXPECT_DOUBLE_EQ(ncu.at("bytes.dram"), 99);
+  for (const auto& [name, unit] : DerivedWorkUnits()) EXPECT_TRUE(unit == "flop" || unit == "bytes") << name;
+}
+
 }  // namespace
 }  // namespace medprof::roofline
