@@ -540,6 +540,37 @@ TEST_F(ReportTest, GpuAndCpuStudyRendersEveryChartInHeadlessChromium) {
     EXPECT_THAT(m["title"].get<std::string>(), HasSubstr("memory-bound at 85 % of DRAM roof"));
   }
   EXPECT_TRUE(silu_seen);
+
+  // `medprof roofline --study` through the CLI against the same server: every succeeded run, each
+  // GPU run's kernels placed on its own ceilings (the layout copy too: bytes only, memory-bound),
+  // the CPU runs without rows.
+  std::istringstream cli_in;
+  std::ostringstream cli_out, cli_err;
+  client::CliIo io{&cli_in, &cli_out, &cli_err};
+  ASSERT_EQ(client::RunCli({"medprof", "--server", server_->address(), "roofline", "--study", study.study_id,
+                            "--signatures", "--format", "json"},
+                           [](const std::string&) { return std::nullopt; }, io),
+            client::kExitOk)
+      << cli_err.str();
+  const json roof = json::parse(cli_out.str());
+  ASSERT_EQ(roof["runs"].size(), 8u);
+  int gpu_runs = 0;
+  for (const json& r : roof["runs"]) {
+    if (r["gpu"] != "NVIDIA H200") {
+      EXPECT_TRUE(r["rows"].empty()) << r.dump();
+      continue;
+    }
+    ++gpu_runs;
+    const bool nhwc = r["preset"] == "opt2" || r["preset"] == "opt12";
+    ASSERT_EQ(r["rows"].size(), nhwc ? 4u : 3u) << r.dump();
+    EXPECT_EQ(r["ceilings"].size(), 3u);
+    for (const json& row : r["rows"]) {
+      EXPECT_EQ(row["scope"], "kernel");
+      const std::string want = row["category"] == "conv" ? "compute-bound" : "memory-bound";
+      EXPECT_EQ(row["bound"], want) << row.dump();
+    }
+  }
+  EXPECT_EQ(gpu_runs, 4);
   EXPECT_THAT(page["charts"]["roofline-4"]["notes"].get<std::string>(), HasSubstr("1 kernels with no FLOPs"));
 }
 
