@@ -16,6 +16,8 @@ datasheet (docs/metrics.md "Roofline" has the formulas).
       the math (not a layout transform): its FLOPs per launch (Tensor Core classes, or all classes
       under strict FP32) against 2 * N * C_out * D_o * H_o * W_o * C_in/groups * k^3 from the op's
       recorded inputs (shapes: input, weight, padding, stride, dilation, groups). Within 10 %.
+  roofline_agree.py metrics [--chip gh100|ga100|gv100]
+      the ncu --metrics list of the raw counters above that the chip has.
   roofline_agree.py ceilings RUN.jsonl [CACHED_RUN.jsonl]
       Environment.ceilings: measured vs datasheet per roof; bandwidth within 15 % of the datasheet,
       the measurement under 5 s, and (with a second run under the same MEDPROF_CACHE_DIR) taken
@@ -44,14 +46,24 @@ L1_CYCLES = ("l1tex__lsu_writeback_active_mem_lg.sum", "l1tex__lsu_writeback_act
 RAW = ([SASS.format(p + o) for p in "fhd" for o in ("add", "mul", "fma")] + list(TENSOR.values()) +
        ["dram__bytes.sum", "l1tex__m_xbar2l1tex_read_bytes.sum", *L1_CYCLES, "smsp__inst_executed_pipe_tensor.sum",
         "gpu__time_duration.sum"])
+PARSED = RAW + ["sm__ops_path_tensor_src_fp16_dst_fp32.sum"]
 UNIT = {"": 1, "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "inst": 1, "Kinst": 1e3, "Minst": 1e6,
         "Ginst": 1e9, "cycle": 1, "Kcycle": 1e3, "Mcycle": 1e6, "Gcycle": 1e9, "nsecond": 1, "usecond": 1e3,
         "msecond": 1e6, "warp": 1}
 NAMES = ["flops.fp32", "flops.fp16", "flops.fp64", *TENSOR, "bytes.dram", "bytes.l2", "bytes.l1"]
 
 
-def metrics_list():
-    return ",".join(RAW)
+# Counters a chip does not have (ncu refuses a --metrics list with one of them; the choices per chip
+# are tests/unit/worker/cupti_host_test.cc's TheRooflineCountersResolvePerChip).
+INVALID = {
+    "gh100": {"l1tex__lsu_writeback_active_mem_lg.sum"},
+    "ga100": {"sm__ops_path_tensor_src_fp16.sum", "sm__ops_path_tensor_src_fp8.sum"},
+}
+EXTRA = {"ga100": ["sm__ops_path_tensor_src_fp16_dst_fp32.sum"]}
+
+
+def metrics_list(chip):
+    return ",".join([m for m in RAW if m not in INVALID.get(chip, set())] + EXTRA.get(chip, []))
 
 
 def derive(raw):
@@ -64,6 +76,8 @@ def derive(raw):
     for name, pw in TENSOR.items():
         if pw in raw:
             out[name] = raw[pw]
+    if "flops.tensor_fp16" not in out and "sm__ops_path_tensor_src_fp16_dst_fp32.sum" in raw:  # GA100, GV100
+        out["flops.tensor_fp16"] = raw["sm__ops_path_tensor_src_fp16_dst_fp32.sum"]
     if "dram__bytes.sum" in raw:
         out["bytes.dram"] = raw["dram__bytes.sum"]
     if "l1tex__m_xbar2l1tex_read_bytes.sum" in raw:
@@ -107,7 +121,7 @@ def load_ncu(path):
     sums = {}
     for r in data:
         raw = {}
-        for pw in RAW:
+        for pw in PARSED:
             if pw in idx:
                 try:
                     raw[pw] = float(r[idx[pw]].replace(",", "")) * UNIT.get(units[idx[pw]], 1.0)
@@ -238,10 +252,11 @@ def main():
     e = sub.add_parser("ceilings")
     e.add_argument("run")
     e.add_argument("cached", nargs="?")
-    sub.add_parser("metrics")
+    q = sub.add_parser("metrics")
+    q.add_argument("--chip", default="gh100", choices=["gh100", "ga100", "gv100"])
     a = p.parse_args()
     if a.cmd == "metrics":
-        print(metrics_list())
+        print(metrics_list(a.chip))
         return 0
     return {"ncu": cmd_ncu, "conv": cmd_conv, "ceilings": cmd_ceilings}[a.cmd](a)
 

@@ -12,7 +12,8 @@
 # roofline_metrics.sh (ncu's section files) into OUT_DIR/ncu-roofline-metrics.txt.
 #
 #   bash bench/gpu/build_worker.sh && bash bench/gpu/roofline_check.sh OUT_DIR [PRESET:PHASE...]
-# Environment: WORKER (default build-gpu/bin/medprof-worker), VOLUME (128), TOP (10).
+# Environment: WORKER (default build-gpu/bin/medprof-worker), VOLUME (128), TOP (10), CHIP (gh100; ga100
+# or gv100 for the counters those chips have).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=$1; shift
@@ -40,7 +41,7 @@ say "ceilings (exit $?): $(grep -E 'measurement|dram|second run' "$out/ceilings.
 rm -rf "$cache"
 
 # 2. Work and traffic against ncu, and the analytic convolution check.
-metrics=$(python3 bench/gpu/roofline_agree.py metrics)
+metrics=$(python3 bench/gpu/roofline_agree.py metrics --chip "${CHIP:-gh100}")
 for spec in "${cases[@]}"; do
   preset=${spec%%:*}; phase=${spec##*:}; c="$preset-$phase"
   accum=(); [ "$phase" = train ] && accum=(--grad-accum 1)
