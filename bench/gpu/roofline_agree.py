@@ -15,7 +15,9 @@ datasheet (docs/metrics.md "Roofline" has the formulas).
       every launch signature of aten::cudnn_convolution among the top-N kernels whose kernel does
       the math (not a layout transform): its FLOPs per launch (Tensor Core classes, or all classes
       under strict FP32) against 2 * N * C_out * D_o * H_o * W_o * C_in/groups * k^3 from the op's
-      recorded inputs (shapes: input, weight, padding, stride, dilation, groups). Within 10 %.
+      recorded inputs (shapes: input, weight, padding, stride, dilation, groups), and every conv-category
+      kernel of aten::convolution_backward (data and weight gradient: the same count, from
+      grad_output's and the weight's sizes). Within 10 %.
   roofline_agree.py metrics [--chip gh100|ga100|gv100]
       the ncu --metrics list of the raw counters above that the chip has.
   roofline_agree.py ceilings RUN.jsonl [CACHED_RUN.jsonl]
@@ -92,7 +94,7 @@ def derive(raw):
 
 
 def load_run(path):
-    run = {"kernels": {}, "kernel": {}, "signature": {}, "signatures": {}, "env": {}}
+    run = {"kernels": {}, "category": {}, "kernel": {}, "signature": {}, "signatures": {}, "env": {}}
     for line in open(path):
         m = json.loads(line)
         if "started" in m:
@@ -100,6 +102,7 @@ def load_run(path):
             run["preset"] = m["started"].get("effective", {}).get("preset", "")
         for k in m.get("kernels", {}).get("kernels", []):
             run["kernels"][k["name"]] = run["kernels"].get(k["name"], 0) + int(k.get("total_ns", 0))
+            run["category"].setdefault(k["name"], k.get("category", ""))
         for v in m.get("metrics", {}).get("values", []):
             scope, _, key = v.get("scope", "").partition(":")
             if scope in ("kernel", "signature"):
@@ -189,15 +192,30 @@ def conv_flops(shapes):
 LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw|nhwcAddPadding|[Tt]ensorTransform|convertTensor", re.I)
 
 
+def conv_backward_flops(shapes):
+    """aten::convolution_backward(grad_output, input, weight, ...): its data- and weight-gradient
+    kernels each do the forward's 2 N C_out D_o H_o W_o (C_in/groups) k^3, read off grad_output
+    (the output's sizes) and the weight."""
+    tensors = [[int(x) for x in g.split(",")] for g in re.findall(r"\w+\[([\d,]+)\]", shapes)]
+    if len(tensors) < 3 or len(tensors[0]) != 5 or len(tensors[2]) != 5:
+        return None
+    (n, c_out, *out), w = tensors[0], tensors[2]
+    vol = out[0] * out[1] * out[2]
+    return 2 * n * c_out * vol * w[1] * w[2] * w[3] * w[4], w[2:]
+
+
 def cmd_conv(a):
     run = load_run(a.run)
     top = set(run["top"][: a.top])
     strict = run["preset"] in ("baseline", "opt2")
     judged = agreed = 0
     for sid, s in sorted(run["signatures"].items(), key=lambda kv: -int(kv[1].get("total_ns", 0))):
-        if s.get("op") != "aten::cudnn_convolution" or s.get("kernel") not in top or LAYOUT.search(s["kernel"]):
+        op = s.get("op")
+        if op not in ("aten::cudnn_convolution", "aten::convolution_backward") or s.get("kernel") not in top:
             continue
-        got = conv_flops(s.get("shapes", ""))
+        if LAYOUT.search(s["kernel"]) or run["category"].get(s["kernel"], "conv") != "conv":
+            continue
+        got = conv_flops(s.get("shapes", "")) if op == "aten::cudnn_convolution" else conv_backward_flops(s.get("shapes", ""))
         v = run["signature"].get(sid)
         if got is None or v is None:
             continue
