@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "client/roofline_view.h"
 #include "common/request_limits.h"
 #include "common/status.h"
 #include "common/token_text.h"
@@ -27,7 +28,7 @@ namespace medprof::client {
 namespace {
 
 constexpr char kCommandList[] =
-    "submit|watch|studies|runs|run|agents|cancel|compare|kernels|diff|export|report|import-ncu|upload";
+    "submit|watch|studies|runs|run|agents|cancel|compare|kernels|diff|export|report|import-ncu|upload|roofline";
 
 absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
@@ -570,6 +571,33 @@ Subcommand AddKernels(CLI::App* app) {
           }};
 }
 
+// `roofline RUN|--study STUDY`: the values are checked here, the roofline computed after the reads.
+Subcommand AddRoofline(CLI::App* app) {
+  struct Flags {
+    std::string run, study, phase, level = "dram", format = "table";
+    bool signatures = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* roof = app->add_subcommand(
+      "roofline", "each kernel of a run (or of every succeeded run of a study) against its run's ceilings: FLOPs, "
+                  "bytes, intensity, achieved rates, the binding roof, % of roof, memory/compute/latency-bound");
+  roof->add_option("RUN", f->run, "run id");
+  roof->add_option("--study", f->study, "every succeeded run of this study instead of one RUN");
+  roof->add_option("--phase", f->phase, "only this phase range and the kernels that ran in it (fwd|bwd|optim|sample_step)");
+  roof->add_option("--level", f->level, "memory level of the bytes, intensity and bandwidth shown (dram|l2|l1; default dram)");
+  roof->add_flag("--signatures", f->signatures, "also each kernel's measured launch signatures");
+  AddFormat(roof, &f->format, "table|json|csv");
+  return {roof, [f]() -> absl::StatusOr<CommandBody> {
+            if (f->run.empty() == f->study.empty()) {
+              return Usage("roofline: give one RUN id or --study STUDY (not both)");
+            }
+            RooflineCommand cmd{f->run, f->study, f->phase, f->level, f->signatures};
+            MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(f->format, kAllFormats, "roofline"));
+            MEDPROF_RETURN_IF_ERROR(ValidateRooflineOptions({cmd.phase, cmd.level, cmd.signatures}));
+            return CommandBody(std::move(cmd));
+          }};
+}
+
 Subcommand AddDiff(CLI::App* app) {
   struct Flags { std::string a, b, top, format = "table"; };
   auto f = std::make_shared<Flags>();
@@ -710,7 +738,7 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   const std::vector<Subcommand> commands = {
       AddSubmit(&app), AddWatch(&app),   AddStudies(&app),   AddRuns(&app),   AddRun(&app),
       AddAgents(&app), AddCancel(&app),  AddCompare(&app),   AddUpload(&app), AddImportNcu(&app),
-      AddReport(&app), AddKernels(&app), AddDiff(&app),      AddExport(&app)};
+      AddReport(&app), AddKernels(&app), AddRoofline(&app), AddDiff(&app),      AddExport(&app)};
 
   Command out;
   MEDPROF_ASSIGN_OR_RETURN(std::optional<std::string> print, RunParser(app, argv));

@@ -161,6 +161,17 @@ struct UploadCommand {
   OutputFormat format = OutputFormat::kTable;
 };
 
+// `medprof roofline RUN|--study STUDY [--phase P] [--level dram|l2|l1] [--signatures]`: where each
+// kernel (signature, phase) stands against its run's ceilings (client/roofline_view.h).
+struct RooflineCommand {
+  std::string run_id;     // one of run_id and study_id
+  std::string study_id;   // every succeeded run of the study
+  std::string phase;      // "" = all; fwd|bwd|optim|sample_step
+  std::string level = "dram";
+  bool signatures = false;
+  OutputFormat format = OutputFormat::kTable;
+};
+
 // `medprof kernels classify [NAME...]`: names from the arguments, else stdin. Offline.
 struct ClassifyCommand {
   std::vector<std::string> names;  // empty = read stdin
@@ -174,7 +185,7 @@ struct PrintCommand {
 using CommandBody = std::variant<SubmitCommand, WatchCommand, StudiesCommand, RunsCommand,
                                  RunCommand, AgentsCommand, CancelCommand, CompareCommand,
                                  ClassifyCommand, PrintCommand, ReportCommand, ImportNcuCommand, KernelsCommand,
-                                 DiffCommand, ExportCommand, UploadCommand>;
+                                 DiffCommand, ExportCommand, UploadCommand, RooflineCommand>;
 
 struct Command {
   ConnectionOptions connection;

@@ -17,6 +17,7 @@
 #include "client/import_ncu.h"
 #include "client/progress.h"
 #include "client/query_format.h"
+#include "client/roofline_view.h"
 #include "client/report/report.h"
 #include "common/file_util.h"
 #include "common/kernel_taxonomy.h"
@@ -192,6 +193,45 @@ int DoExport(const ExportCommand& c, MedprofClient& client, const CliIo& io) {
     return kExitUsage;
   }
   *io.err << "medprof: wrote " << c.output << " (" << text.size() << " bytes)\n";
+  return kExitOk;
+}
+
+// `roofline`: the runs (one, or the study's succeeded ones) with their signatures when asked, then
+// the roofline of each computed here (client/roofline_view.h).
+int DoRoofline(const RooflineCommand& c, MedprofClient& client, const CliIo& io) {
+  const RooflineOptions o{c.phase, c.level, c.signatures};
+  std::vector<std::string> ids;
+  if (!c.run_id.empty()) {
+    ids.push_back(c.run_id);
+  } else {
+    v1::ListRunsRequest req;
+    req.set_study_id(c.study_id);
+    req.set_limit(10000);
+    absl::StatusOr<v1::ListRunsResponse> listed = client.ListRuns(req);
+    if (!listed.ok()) return ServerError(io, listed.status());
+    for (const v1::Run& r : listed->runs()) {
+      if (r.state() == v1::RUN_SUCCEEDED) ids.push_back(r.run_id());
+    }
+  }
+  std::vector<v1::Run> runs;
+  std::vector<RooflineRow> rows;
+  for (const std::string& id : ids) {
+    absl::StatusOr<v1::Run> run = client.GetRun(id);
+    if (!run.ok()) return ServerError(io, run.status());
+    std::vector<v1::SignatureShare> signatures;
+    if (c.signatures) {
+      v1::ListKernelsRequest req;
+      req.set_run_id(id);
+      req.set_signatures(true);
+      absl::StatusOr<v1::ListKernelsResponse> k = client.ListKernels(req);
+      if (!k.ok()) return ServerError(io, k.status());
+      signatures.assign(k->signatures().begin(), k->signatures().end());
+    }
+    std::vector<RooflineRow> mine = RooflineRows(*run, signatures, o);
+    rows.insert(rows.end(), std::make_move_iterator(mine.begin()), std::make_move_iterator(mine.end()));
+    runs.push_back(*std::move(run));
+  }
+  *io.out << FormatRoofline(runs, rows, o, c.format);
   return kExitOk;
 }
 
@@ -376,6 +416,7 @@ int Execute(const Command& command, MedprofClient* client, const CliIo& io, cons
                            [&](const auto& r) { return FormatDiff(r, c.format); });
           },
           [&](const ExportCommand& c) { return DoExport(c, *client, io); },
+          [&](const RooflineCommand& c) { return DoRoofline(c, *client, io); },
       },
       command.body);
 }

@@ -85,6 +85,10 @@ const std::vector<MetricField>& MetricFields() {
       {"l1_hit_pct", &v1::CellMetrics::has_l1_hit_pct, &v1::CellMetrics::l1_hit_pct},
       {"l2_hit_pct", &v1::CellMetrics::has_l2_hit_pct, &v1::CellMetrics::l2_hit_pct},
       {"dram_throughput_pct", &v1::CellMetrics::has_dram_throughput_pct, &v1::CellMetrics::dram_throughput_pct},
+      {"roof_pct", &v1::CellMetrics::has_roof_pct, &v1::CellMetrics::roof_pct},
+      {"memory_bound_share", &v1::CellMetrics::has_memory_bound_share, &v1::CellMetrics::memory_bound_share},
+      {"compute_bound_share", &v1::CellMetrics::has_compute_bound_share, &v1::CellMetrics::compute_bound_share},
+      {"latency_bound_share", &v1::CellMetrics::has_latency_bound_share, &v1::CellMetrics::latency_bound_share},
   };
   return f;
 }
@@ -160,6 +164,12 @@ Json TopKernelsJson(const v1::CompareCell& c) {
 // "1.23x" or "-" when absent.
 std::string Ratio(const std::optional<double>& v) { return v ? absl::StrCat(Fixed(*v, 2), "x") : "-"; }
 std::string Pct(const std::optional<double>& v) { return v ? Fixed(*v, 1) : "-"; }
+// The roofline's bound shares of a cell as "memory/compute/latency" percentages, e.g. "62/30/8".
+std::string BoundShares(const v1::CellMetrics& m) {
+  if (!m.has_memory_bound_share()) return "-";
+  return absl::StrCat(Fixed(100 * m.memory_bound_share(), 0), "/", Fixed(100 * m.compute_bound_share(), 0), "/",
+                      Fixed(100 * m.latency_bound_share(), 0));
+}
 
 // "trace not collected: R", "sampling not collected: R", "metrics not collected: R" -> one note
 // "trace, sampling, metrics not collected: R"; other notes unchanged, order kept.
@@ -356,9 +366,9 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
   headers.insert(headers.end(), {"SOURCE", "TOP CATEGORIES"});
   TextTable t(headers, align);
   TextTable mt({"GPU", "PRESET", "PHASE", "SM CYCLES", "INSTR", "TENSOR %", "FMA %", "OCC %", "L1 HIT %", "L2 HIT %",
-                "DRAM %", "TOP STALLS"},
+                "DRAM %", "ROOF %", "MEM/COMP/LAT %", "TOP STALLS"},
                {Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight,
-                Align::kRight, Align::kRight, Align::kRight, Align::kRight, Align::kLeft});
+                Align::kRight, Align::kRight, Align::kRight, Align::kRight, Align::kRight, Align::kRight, Align::kLeft});
   bool any_metrics = false;
   std::string notes, kernels;
   std::vector<std::string> note_order;
@@ -392,7 +402,7 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
                Ratio(MetricValue(m, "warp_instructions_ratio")), Pct(MetricValue(m, "tensor_pipe_pct")),
                Pct(MetricValue(m, "fma_pipe_pct")), Pct(MetricValue(m, "achieved_occupancy_pct")),
                Pct(MetricValue(m, "l1_hit_pct")), Pct(MetricValue(m, "l2_hit_pct")),
-               Pct(MetricValue(m, "dram_throughput_pct")),
+               Pct(MetricValue(m, "dram_throughput_pct")), Pct(MetricValue(m, "roof_pct")), BoundShares(m),
                c.stalls().collected() ? StallsText(c.stalls(), 3) : "-"});
     for (const std::string& n : MergeLayerNotes(c.notes())) {
       auto [it, fresh] = note_cells.try_emplace(n);

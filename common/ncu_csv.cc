@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "common/kernel_aggregate.h"
 #include "common/kernel_taxonomy.h"
+#include "common/roofline.h"
 #include "common/status.h"
 
 namespace medprof::ncu {
@@ -321,6 +322,15 @@ constexpr Known kKnown[] = {
     {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "memory_throughput_pct", "%"},
     {"l1tex__throughput.avg.pct_of_peak_sustained_active", "l1_throughput_pct", "%"},
     {"lts__throughput.avg.pct_of_peak_sustained_elapsed", "l2_throughput_pct", "%"},
+    // The roofline's work and traffic (agent/profiler/metric_catalog.cc; per-chip choices there).
+    {"sm__ops_path_tensor_src_tf32_dst_fp32.sum", "flops.tensor_tf32", "flop"},
+    {"sm__ops_path_tensor_src_fp16.sum", "flops.tensor_fp16", "flop"},
+    {"sm__ops_path_tensor_src_fp16_dst_fp32.sum", "flops.tensor_fp16", "flop"},
+    {"sm__ops_path_tensor_src_bf16_dst_fp32.sum", "flops.tensor_bf16", "flop"},
+    {"sm__ops_path_tensor_src_fp8.sum", "flops.tensor_fp8", "flop"},
+    {"l1tex__m_xbar2l1tex_read_bytes.sum", "bytes.l2", "bytes"},
+    {"l1tex__lsu_writeback_active_mem_lg.sum", "l1_writeback_cycles", "cycles"},
+    {"l1tex__lsu_writeback_active.sum", "l1_writeback_cycles", "cycles"},
 };
 
 // Families: prefix + <x> + suffix -> name_prefix + <x>.
@@ -575,6 +585,8 @@ class Summarizer {
   void AddLaunch(const std::string& name, const std::vector<std::string>& row, int64_t ns);
   // Adds the row's metric values to its launch signature and to the run's metrics.
   void AddMetrics(const std::string& name, const std::vector<std::string>& row, double ns, int64_t ins);
+  void AddRooflineParts(std::map<std::string, Acc>& km, const std::string& name,
+                        const std::map<std::string, std::pair<int, double>>& launch, double ns);
   void AddValue(std::map<std::string, Acc>& metrics, const std::string& scope_prefix, const MetricMapping& m,
                 double value, double ns, bool counter);
 
@@ -707,6 +719,21 @@ void Summarizer::AddLaunch(const std::string& name, const std::vector<std::strin
   k.max_ns = std::max(k.max_ns, ns);
 }
 
+// The roofline's work and traffic of one launch, made from its parts (roofline::DeriveWorkAndTraffic)
+// where the export has no column of that name itself.
+void Summarizer::AddRooflineParts(std::map<std::string, Acc>& km, const std::string& name,
+                                  const std::map<std::string, std::pair<int, double>>& launch, double ns) {
+  std::map<std::string, double> values;
+  for (const auto& [metric, pv] : launch) values[metric] = pv.second;
+  roofline::DeriveWorkAndTraffic(&values);
+  for (const auto& [derived, unit] : roofline::DerivedWorkUnits()) {
+    auto v = values.find(derived);
+    if (v == values.end() || launch.count(derived)) continue;
+    AddValue(km, name, MetricMapping{derived, unit, true, 0}, v->second, ns, true);
+    AddToAcc(run_metrics_[derived], v->second, ns, true, 0, unit);
+  }
+}
+
 void Summarizer::AddMetrics(const std::string& name, const std::vector<std::string>& row, double ns, int64_t ins) {
   const int dynamic_smem = smem_dyn_col_ < 0 ? 0
                                              : ClampToInt(NormalizeUnit(Number(row, smem_dyn_col_).value_or(0),
@@ -715,6 +742,7 @@ void Summarizer::AddMetrics(const std::string& name, const std::vector<std::stri
                                     ParseDim3(Cell(row, block_col_)), dynamic_smem, ins);
   std::map<std::string, Acc>& km = sa.metrics;
   std::optional<double> dram_read, dram_write;
+  std::map<std::string, std::pair<int, double>> launch;  // known name -> (priority, value) of this launch
   for (const ColumnPlan& p : plans_) {
     std::optional<double> v = Number(row, p.index);
     if (!v.has_value()) continue;
@@ -725,7 +753,12 @@ void Summarizer::AddMetrics(const std::string& name, const std::vector<std::stri
     if (p.mapping.known) AddToAcc(run_metrics_[p.mapping.name], value, ns, p.counter, p.mapping.priority, p.mapping.unit);
     if (p.mapping.name == "dram_bytes_read") dram_read = value;
     if (p.mapping.name == "dram_bytes_write") dram_write = value;
+    if (p.mapping.known) {
+      auto [it, fresh] = launch.try_emplace(p.mapping.name, p.mapping.priority, value);
+      if (!fresh && p.mapping.priority < it->second.first) it->second = {p.mapping.priority, value};
+    }
   }
+  AddRooflineParts(km, name, launch, ns);
   // dram_bytes = read + write when the export has no dram__bytes.sum of its own.
   if (dram_read && dram_write && !has_dram_sum_) {
     AddValue(km, name, MetricMapping{"dram_bytes", "bytes", true, 0}, *dram_read + *dram_write, ns, true);

@@ -435,7 +435,7 @@ void Agent::StartAssignment(const v1::Assignment& a) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!draining_ && device != nullptr && busy_devices_.count(a.device_index()) == 0) {
-      LaunchSpec spec = MakeWorkerLaunchSpec(config_.worker_path, spool->dir(), run_id, *device);
+      LaunchSpec spec = MakeWorkerLaunchSpec(config_.worker_path, spool->dir(), run_id, *device, work_dir_->cache_dir());
       v1::Environment env = AgentEnvironment(config_.facts, spec.env["CUDA_VISIBLE_DEVICES"]);
       RunnerCallbacks callbacks;
       callbacks.on_chunk = [this] { uploader_->Notify(); };

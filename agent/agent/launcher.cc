@@ -205,7 +205,8 @@ class ProcessLauncher final : public WorkerLauncher {
 }  // namespace
 
 LaunchSpec MakeWorkerLaunchSpec(const std::string& worker_path, const std::string& run_dir,
-                                const std::string& run_id, const OfferedDevice& device) {
+                                const std::string& run_id, const OfferedDevice& device,
+                                const std::string& cache_dir) {
   LaunchSpec spec;
   spec.executable = worker_path;
   spec.argv = {worker_path, "--job", absl::StrCat(run_dir, "/job.pb"), "--result-fd",
@@ -215,6 +216,7 @@ LaunchSpec MakeWorkerLaunchSpec(const std::string& worker_path, const std::strin
   if (device.device.kind() == "cuda") {
     spec.env["CUDA_VISIBLE_DEVICES"] = device.visible_token;
     spec.env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+    if (!cache_dir.empty()) spec.env["MEDPROF_CACHE_DIR"] = cache_dir;
   } else {
     spec.env["CUDA_VISIBLE_DEVICES"] = "";
   }

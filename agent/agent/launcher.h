@@ -38,11 +38,14 @@ struct LaunchSpec {
 // The invocation for one run:
 //   argv: <worker_path> --job <run_dir>/job.pb --result-fd 3
 //   env:  MEDPROF_RUN_ID=<run_id>, MEDPROF_DEVICE_INDEX=<device index>, and for a GPU
-//         CUDA_VISIBLE_DEVICES=<the device's token>, CUDA_DEVICE_ORDER=PCI_BUS_ID; for the CPU
-//         device CUDA_VISIBLE_DEVICES="" (the worker must not pick up a GPU the agent does not offer)
+//         CUDA_VISIBLE_DEVICES=<the device's token>, CUDA_DEVICE_ORDER=PCI_BUS_ID and
+//         MEDPROF_CACHE_DIR=<cache_dir> (the work directory's per-node cache, when not empty); for
+//         the CPU device CUDA_VISIBLE_DEVICES="" (the worker must not pick up a GPU the agent does
+//         not offer)
 //   cwd:  the run directory; stdout -> worker.stdout, stderr -> worker.stderr there.
 LaunchSpec MakeWorkerLaunchSpec(const std::string& worker_path, const std::string& run_dir,
-                                const std::string& run_id, const OfferedDevice& device);
+                                const std::string& run_id, const OfferedDevice& device,
+                                const std::string& cache_dir);
 
 class WorkerProcess {
  public:

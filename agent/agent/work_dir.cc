@@ -19,7 +19,9 @@ namespace medprof::agent {
 
 absl::StatusOr<std::unique_ptr<WorkDir>> WorkDir::Open(const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError("--work-dir: empty path");
-  if (absl::Status s = MakeDirs(path + "/spool"); !s.ok()) return Annotate(s, "--work-dir");
+  for (const char* sub : {"/spool", "/cache"}) {
+    if (absl::Status s = MakeDirs(path + sub); !s.ok()) return Annotate(s, "--work-dir");
+  }
   char resolved[PATH_MAX];
   if (::realpath(path.c_str(), resolved) == nullptr)
     return ErrnoStatus(absl::StrCat("resolving ", path), errno);

@@ -1,6 +1,7 @@
 // The agent's work directory: <dir>/agent.lock (flock'ed for the agent's lifetime, so two
-// agents never share a spool), <dir>/agent-name (the stable default name) and <dir>/spool/
-// (one directory per run, see spool.h).
+// agents never share a spool), <dir>/agent-name (the stable default name), <dir>/spool/
+// (one directory per run, see spool.h) and <dir>/cache/ (what workers keep per node and GPU
+// between runs: the measured roofline ceilings, agent/worker/ceilings_cache.h).
 //
 // Not copyable; the lock is released when the object is destroyed (or the process dies).
 // Thread-safe after Open (its methods only read).
@@ -25,6 +26,7 @@ class WorkDir {
   // Absolute path.
   const std::string& path() const { return path_; }
   std::string spool_root() const { return path_ + "/spool"; }
+  std::string cache_dir() const { return path_ + "/cache"; }
 
   // `requested` when not empty; else the name in agent-name; else a new one,
   // "<short host>-<8 hex digits of a hash of the path>", written to agent-name.

@@ -47,6 +47,7 @@
 #include "agent/profiler/profiler.h"
 #include "agent/profiler/shape_table.h"
 #include "agent/profiler/stall_samples.h"
+#include "common/roofline.h"
 
 namespace medprof::profiler {
 
@@ -58,6 +59,7 @@ struct CuptiProfilerOptions {
   uint32_t pc_period_exponent = 17;  // PC sampling every 2^N SM cycles
   MetricsRequest metrics;            // the metrics layer (off unless enabled)
   int overhead_pairs = 3;            // trace on/off step pairs for the overhead figure (0: not measured)
+  roofline::Roofs roofs;             // the run's ceilings, for the findings (ProfilerRequest::roofs)
 };
 
 class CuptiProfiler : public Profiler, private OpListener {

@@ -318,6 +318,7 @@ std::vector<v1::KernelFinding> CuptiProfiler::Findings() const {
   }
   FindingsOptions fo;
   fo.sm_count = options_.gpu.sm_count;
+  fo.roofs = options_.roofs;
   return FindKernelFindings(facts, fo);
 }
 

@@ -77,6 +77,14 @@ std::string KernelLabel(const KernelFacts& k) {
 
 namespace {
 
+double Fp32ToTensorPeak(const FindingsOptions& options) {
+  auto fp32 = options.roofs.find("fp32"), tf32 = options.roofs.find("tensor_tf32");
+  if (fp32 == options.roofs.end() || tf32 == options.roofs.end() || tf32->second.per_second <= 0) {
+    return options.fp32_to_tensor_peak;
+  }
+  return fp32->second.per_second / tf32->second.per_second;
+}
+
 std::vector<Candidate> Candidates(const KernelFacts& k, const FindingsOptions& options) {
   std::vector<Candidate> c;
   const double issue = Get(k, "issue_active_pct");
@@ -88,7 +96,7 @@ std::vector<Candidate> Candidates(const KernelFacts& k, const FindingsOptions& o
   const double fma = Get(k, "fma_pipe_pct");
   if ((k.category == "conv" || k.category == "gemm") && tensor >= 0 && fma >= 0 && tensor < 5.0 &&
       fma >= 20.0) {
-    c.push_back({"tensor_cores_idle", fma / 100.0 * (1.0 - options.fp32_to_tensor_peak),
+    c.push_back({"tensor_cores_idle", fma / 100.0 * (1.0 - Fp32ToTensorPeak(options)),
                  absl::StrFormat("FP32 FMA-bound %s (FMA pipe %.0f%%), Tensor Cores idle",
                                  k.category == "conv" ? "convolution" : "GEMM", fma)});
   }
@@ -97,9 +105,15 @@ std::vector<Candidate> Candidates(const KernelFacts& k, const FindingsOptions& o
     c.push_back({"small_grid", 1.0 - static_cast<double>(k.blocks) / options.sm_count,
                  absl::StrFormat("%s: %d blocks on %d SMs", KernelLabel(k), k.blocks, options.sm_count)});
   }
-  // Memory-bound small kernels: fusion is the fix.
+  // Memory-bound small kernels: fusion is the fix. The roofline decides where it can place the kernel.
+  const absl::StatusOr<roofline::Point> point = roofline::Locate(k.metrics, options.roofs);
   const double dram = Get(k, "dram_throughput_pct");
-  if (ElementwiseLike(k.category) && dram >= 60.0 && (sm_tp < 0 || sm_tp < 60.0)) {
+  if (point.ok() && point->bound != roofline::Bound::kUnknown) {
+    if (ElementwiseLike(k.category) && point->bound == roofline::Bound::kMemory) {
+      c.push_back({"memory_bound", 0.5 * std::min(point->pct_of_roof, 100.0) / 100.0,
+                   absl::StrFormat("%s kernel %s: fuse it with its neighbours", k.category, roofline::Describe(*point))});
+    }
+  } else if (ElementwiseLike(k.category) && dram >= 60.0 && (sm_tp < 0 || sm_tp < 60.0)) {
     c.push_back({"memory_bound", 0.5 * dram / 100.0,
                  absl::StrFormat("memory-bound %s kernel (DRAM %.0f%% of peak): fuse it with its neighbours",
                                  k.category, dram)});

@@ -10,8 +10,12 @@
 //   small_grid         fewer thread blocks than SMs (trace only, needs no counters):
 //                      s = 1 − blocks/SMs                                ("GroupNorm statistics: 32 blocks on
 //                      132 SMs")
-//   memory_bound       DRAM ≥ 60 % of peak, SM throughput below 60 %, an elementwise-like kernel:
-//                      s = 0.5 × DRAM%  (fusing with a neighbour halves its traffic)
+//   memory_bound       an elementwise-like kernel the roofline (common/roofline.h, the run's roofs)
+//                      places memory-bound: s = 0.5 × % of its memory roof ("elementwise kernel
+//                      memory-bound at 62 % of DRAM roof: fuse it with its neighbours"; fusing with
+//                      a neighbour halves its traffic). Where the roofline cannot place the kernel
+//                      (no roofs, no FLOP/byte counters): DRAM ≥ 60 % of peak and SM throughput
+//                      below 60 %, s = 0.5 × DRAM%
 //   stall_<r>          issue slots < 80 % busy and stall r > 30 % of CPI: s = min(r/CPI, 1 − issue%)
 //   occupancy          achieved < theoretical: s = min((theo − achieved)/theo, 1 − issue%)
 // A small grid explains the latency and occupancy symptoms of the same kernel: when it applies it
@@ -27,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "common/roofline.h"
 #include "medprof/v1/results.pb.h"
 
 namespace medprof::profiler {
@@ -55,7 +60,10 @@ struct KernelFacts {
 
 struct FindingsOptions {
   int sm_count = 0;                           // device SMs (0: small_grid not evaluated)
-  double fp32_to_tensor_peak = 67.0 / 495.0;  // FP32 FMA peak / TF32 dense tensor peak (H100/H200)
+  // FP32 FMA peak / TF32 dense tensor peak: the roofs' fp32 / tensor_tf32 when `roofs` has both,
+  // else this (H100/H200 datasheet).
+  double fp32_to_tensor_peak = 67.0 / 495.0;
+  roofline::Roofs roofs;                      // the run's (empty: the memory_bound rule's fallback)
 };
 
 // One entry per kernel with at least one finding, sorted by priority (largest first).

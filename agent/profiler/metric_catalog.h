@@ -1,7 +1,8 @@
 // MetricCatalog: medprof's metric names (docs/metrics.md) and the Perfworks metrics behind them.
 //
 // Each entry names one medprof metric, its unit, the group it is collected with (core,
-// stalls, throughput, sass — the groups of spec/cupti.md §1.3) and the Perfworks names that
+// stalls, throughput, sass — the groups of spec/cupti.md §1.3 — and work, the roofline's FLOP
+// counters) and the Perfworks names that
 // can supply it, in order of preference (chips differ: e.g. Hopper's
 // `sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active` excludes HFMA2.MMA, older chips
 // only have the HMMA pipe). Resolve() picks, per chip, the first candidate a validity
@@ -20,7 +21,10 @@
 
 namespace medprof::profiler {
 
-enum class MetricGroup { kCore, kStalls, kThroughput, kSass };
+// kWork: the roofline's counters the core set lacks — FLOPs (SASS op counts, Tensor Core ops by
+// input precision) and L2/L1 traffic — counted on every core signature (one launch each: a
+// signature's launches run the same instructions on the same inputs) and on the phase ranges.
+enum class MetricGroup { kCore, kStalls, kThroughput, kSass, kWork };
 const char* MetricGroupName(MetricGroup g);
 
 struct MetricEntry {
@@ -83,10 +87,15 @@ std::map<std::string, double> MedianOfLaunches(const std::vector<std::map<std::s
 // The metrics made from others, when their parts are in `values` (the one place these are made: per
 // range, per median, and over a signature's merged sessions):
 //   dram_bytes = dram_bytes_read + dram_bytes_write
+//   the roofline's bytes.dram, bytes.l1 and flops.<class> (roofline::DeriveWorkAndTraffic)
 //   l2_hit_pct = 100 * l2_sectors_hit / l2_sectors (clamped to 0..100), unless measured directly:
 //                lts__t_sector_hit_rate.pct reads exactly the raw counters of
 //                lts__t_sectors_lookup_hit.sum and lts__t_sectors.sum (MetricRawCounters, tested)
 void DeriveFromParts(std::map<std::string, double>* values);
+
+// The unit of each metric DeriveFromParts makes ("bytes", "flop", "%"), for the aggregation's
+// counter/rate split.
+const std::map<std::string, std::string>& DerivedMetricUnits();
 
 // `metrics` less those DeriveFromParts makes from parts that are also in `metrics` (the L2 hit
 // rate, which needs two passes on GH100 while each part counts in one).

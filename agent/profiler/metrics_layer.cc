@@ -116,7 +116,9 @@ absl::Status MetricsLayer::Measure(const StepRunner& run, const ProgressFn& prog
     Aggregate(signatures, kernels, detail_kernels, cat);
   }
   progress("metrics", 1, 2, "metrics layer: phase ranges");
-  MEDPROF_RETURN_IF_ERROR(ProfilePhases(run, session.base, cat));
+  MEDPROF_RETURN_IF_ERROR(ProfilePhases(run, session.base, cat.InGroups({MetricGroup::kCore}), "core"));
+  MEDPROF_RETURN_IF_ERROR(OptionalSession(ProfilePhases(run, session.base, cat.InGroups({MetricGroup::kWork}), "work"),
+                                   "phase ranges, the roofline's work counters"));
   progress("metrics", 2, 2,
            absl::StrCat("metrics layer: ", kernel_metrics_.size(), " kernels (", signature_metrics_.size(),
                         " signatures), ", phase_metrics_.size(), " phases"));
@@ -169,13 +171,17 @@ absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Sessio
     MEDPROF_RETURN_IF_ERROR(s);
   }
   MEDPROF_RETURN_IF_ERROR(ProfileKernels(run, session, replayed, "core, replayed", launches));
+  // The roofline's work and traffic on every core signature: a signature's launches run the same
+  // instructions on the same inputs, so one launch each.
+  MEDPROF_RETURN_IF_ERROR(OptionalSession(ProfileKernels(run, session, cat.InGroups({MetricGroup::kWork}), "work", 1),
+                                   "signatures, the roofline's work counters"));
   // Stalls, throughputs and the SASS mix: ratios and counts of one launch (16 passes on GH100), on
   // the detail tier's signatures.
   MEDPROF_RETURN_IF_ERROR(ProfileKernels(
       run, detail, cat.InGroups({MetricGroup::kStalls, MetricGroup::kThroughput, MetricGroup::kSass}),
       "stalls, throughput, sass", 1));
-  // DRAM bytes and the L2 hit rate from the stored medians of their parts, whichever sessions
-  // they came from.
+  // DRAM bytes, the L2 hit rate and the FLOPs from the stored medians of their parts, whichever
+  // sessions they came from.
   for (auto& [id, values] : signature_metrics_) DeriveFromParts(&values);
   return absl::OkStatus();
 }
@@ -291,7 +297,7 @@ void MetricsLayer::StoreMedians(const Session& session, const LaunchPicker& pick
 
 void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const std::vector<KernelTarget>& core,
                              const std::vector<KernelTarget>& detail, const ResolvedCatalog& catalog) {
-  std::map<std::string, std::string> units = {{"dram_bytes", "bytes"}};
+  std::map<std::string, std::string> units = DerivedMetricUnits();
   for (const ResolvedMetric& m : catalog.metrics) units[m.name] = m.unit;
   const auto is_counter = [&units](const std::string& name) {
     auto u = units.find(name);
@@ -320,18 +326,25 @@ void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const std::
   }
 }
 
+absl::Status MetricsLayer::OptionalSession(const absl::Status& s, const std::string& what) {
+  if (s.ok() || s.code() == absl::StatusCode::kAborted) return s;  // aborted: the workload failed
+  kLog.Warn("metrics layer: {} not measured: {}", what, s.ToString());
+  notes_.push_back(absl::StrCat(what, " not measured: ", s.message()));
+  return absl::OkStatus();
+}
+
 absl::Status MetricsLayer::ProfilePhases(const StepRunner& run, const CounterSessionOptions& base,
-                                         const ResolvedCatalog& catalog) {
-  const std::vector<ResolvedMetric> metrics = catalog.InGroups({MetricGroup::kCore});
+                                         const std::vector<ResolvedMetric>& metrics, const std::string& label) {
+  if (metrics.empty()) return absl::OkStatus();  // none valid on this chip (recorded as dropped)
   CounterSessionOptions o = base;
-  o.metrics = catalog.PerfworksNames({MetricGroup::kCore});
+  for (const ResolvedMetric& m : metrics) o.metrics.push_back(m.perfworks);
   o.range = CUPTI_UserRange;
   o.replay = CUPTI_UserReplay;
   o.max_ranges = 8;  // fwd, bwd, optim, sample_step (+ room)
   MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CounterSession> target, NewCounterSession(api_, o));
   const size_t passes = target->passes();
-  kLog.Info("metrics layer ({}): phase ranges, {} metrics in {} passes (one step each)", CounterApiName(api_),
-            metrics.size(), passes);
+  kLog.Info("metrics layer ({}, {}): phase ranges, {} metrics in {} passes (one step each)", CounterApiName(api_),
+            label, metrics.size(), passes);
   const std::set<std::string> phases = {"fwd", "bwd", "optim", "sample_step"};
   absl::Status range_status;
   const size_t max_passes = (passes > 0 ? passes : 64) + 2;
@@ -369,7 +382,7 @@ absl::Status MetricsLayer::ProfilePhases(const StepRunner& run, const CounterSes
   }
   size_t dropped = 0;
   MEDPROF_ASSIGN_OR_RETURN(std::vector<RangeValues> ranges, target->Decode(&dropped));
-  if (dropped > 0) notes_.push_back(absl::StrCat(dropped, " phase ranges dropped by CUPTI"));
+  if (dropped > 0) notes_.push_back(absl::StrCat(dropped, " phase ranges dropped by CUPTI (", label, ")"));
   for (const RangeValues& r : ranges) StoreRangeValues(metrics, r.values, &phase_metrics_[r.name]);
   kLog.Info("metrics layer: {} phase ranges", phase_metrics_.size());
   return absl::OkStatus();

@@ -7,14 +7,17 @@
 //     requested share of the kernel's time or reach the per-kernel cap (launch_picker.h). Each
 //     chosen signature's first launch is profiled in `launches` steps and the median per metric
 //     kept: the core counters in one-pass sessions wherever the chip counts them in one pass (each
-//     value from one unreplayed execution), the rest of the core set under kernel replay. The
-//     stalls, throughputs and SASS mix (many replayed passes) are measured on one launch of the
+//     value from one unreplayed execution), the rest of the core set under kernel replay; the
+//     roofline's FLOP counters (MetricGroup::kWork) on one launch of each. The stalls, throughputs and SASS mix (many replayed passes) are measured on one launch of the
 //     detail tier only: the first signatures of the same order until they cover
 //     kDetailCoveragePct of the kernel's time or reach kDetailMaxSignatures (never more than the
 //     core choice).
 //   - per kernel: the aggregate over all its launches (common/kernel_aggregate.h) with its coverage
 //     (coverage_pct: core counters; coverage.detail_pct: the detail tier).
-//   - per phase: user ranges around fwd, bwd, optim, sample_step (user replay, one step per pass).
+//   - per phase: user ranges around fwd, bwd, optim, sample_step (user replay, one step per pass),
+//     the core group, then the work group in a session of its own.
+// The work group's sessions are optional: one that fails (a chip or driver that cannot count SASS
+// or tensor-path metrics in that mode) leaves a note and the rest of the layer's values.
 // The counter API: the range profiler from CC 7.5, the legacy Profiling API below (V100) unless the
 // request names one; both give the same values through CounterSession.
 //
@@ -101,7 +104,12 @@ class MetricsLayer {
   // Each core kernel's aggregate of its measured signatures, with its coverage of both tiers.
   void Aggregate(const v1::KernelSignatures& signatures, const std::vector<KernelTarget>& core,
                  const std::vector<KernelTarget>& detail, const ResolvedCatalog& catalog);
-  absl::Status ProfilePhases(const StepRunner& run, const CounterSessionOptions& base, const ResolvedCatalog& catalog);
+  // One user-replay session of `metrics` over the phase ranges; values merge into phase_metrics_.
+  absl::Status ProfilePhases(const StepRunner& run, const CounterSessionOptions& base,
+                             const std::vector<ResolvedMetric>& metrics, const std::string& label);
+  // A roofline session (work group): its failure, unless the workload failed, is a note, not the
+  // layer's failure — the core metrics stand without it.
+  absl::Status OptionalSession(const absl::Status& s, const std::string& what);
 
   const GpuInfo gpu_;
   const MetricsRequest request_;

@@ -51,6 +51,9 @@ absl::StatusOr<GpuClocks> ReadDevice(const nvml::Api& api, const std::string& uu
     c.power_draw_w = MilliwattsToWatts(v);
   if (api.GetTemperature != nullptr && api.GetTemperature(dev, nvml::kTemperatureGpu, &v) == nvml::kSuccess)
     c.temperature_c = v;
+  char driver[nvml::kDriverBuffer] = {};
+  if (api.GetDriverVersion != nullptr && api.GetDriverVersion(driver, sizeof driver) == nvml::kSuccess)
+    c.driver_version = driver;
   unsigned long long reasons = 0;
   if (api.GetEventReasons != nullptr && api.GetEventReasons(dev, &reasons) == nvml::kSuccess) {
     c.reasons_known = true;
@@ -104,6 +107,7 @@ void FillGpuClockEnvironment(const absl::StatusOr<GpuClocks>& clocks, const std:
   if (c.mem_clock_max_mhz > 0) extra["mem_clock_max_mhz"] = absl::StrCat(c.mem_clock_max_mhz);
   if (c.power_draw_w > 0) extra["power_draw_w"] = absl::StrCat(c.power_draw_w);
   if (c.temperature_c > 0) extra["gpu_temperature_c"] = absl::StrCat(c.temperature_c);
+  if (!c.driver_version.empty()) extra["nvidia_driver"] = c.driver_version;
   extra["gpu_clocks_at"] = when;
 }
 

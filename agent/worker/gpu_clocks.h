@@ -31,6 +31,7 @@ struct GpuClocks {
   uint32_t temperature_c = 0;      // GPU core temperature (0 = unknown)
   bool reasons_known = false;      // whether throttle_reasons was read
   uint64_t throttle_reasons = 0;   // nvmlClocksEventReasons bit mask
+  std::string driver_version;      // the driver's own version, e.g. "580.95.05" ("" = unknown)
 };
 
 // Reads the GPU whose NVML UUID is `uuid` ("GPU-xxxxxxxx-...", as the CUDA runtime reports
@@ -51,7 +52,7 @@ absl::StatusOr<GpuClocks> SampleGpuClocks(const std::string& uuid,
 std::string ThrottleReasonNames(uint64_t mask);
 
 // Stores a reading in `env`: sm_clock_mhz, mem_clock_mhz, power_limit_w, throttle_reasons,
-// and extra["sm_clock_max_mhz"], ["mem_clock_max_mhz"], ["power_draw_w"], ["gpu_temperature_c"]
+// and extra["sm_clock_max_mhz"], ["mem_clock_max_mhz"], ["power_draw_w"], ["gpu_temperature_c"], ["nvidia_driver"]
 // (known values only), ["gpu_clocks_at"] = `when`. An error leaves those fields empty and sets
 // extra["gpu_clocks_unavailable"] to its message.
 void FillGpuClockEnvironment(const absl::StatusOr<GpuClocks>& clocks, const std::string& when,

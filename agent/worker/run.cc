@@ -13,12 +13,14 @@
 #include "absl/strings/str_cat.h"
 #include "agent/profiler/backend.h"
 #include "agent/profiler/gpu_probe.h"
+#include "agent/worker/ceilings_probe.h"
 #include "agent/worker/exit_codes.h"
 #include "agent/worker/gpu_clocks.h"
 #include "agent/worker/host_info.h"
 #include "agent/worker/workload_factory.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/roofline.h"
 #include "common/workload_config.h"
 #include "workloads/workload.h"
 
@@ -146,6 +148,7 @@ struct Setup {
   profiler::GpuProbe probe;
   profiler::CudaLibraries libs;
   profiler::BackendChoice choice;
+  v1::Ceilings ceilings;              // the roofline's, measured before the profiler starts
   profiler::CreatedProfiler created;  // the profiler and, if CUPTI could not start, why
   std::unique_ptr<workload::Workload> workload;
 };
@@ -171,8 +174,12 @@ int ChooseDeviceAndProfiler(const RunContext& ctx, Setup* s) {
   auto choice = profiler::ChooseBackend(ctx.effective.device(), s->probe, profiler::TorchHasCuda());
   if (!choice.ok()) return Fail(ctx, choice.status(), "choosing the device");
   s->choice = *std::move(choice);
+  // Before the profiler exists, so that none of the probe's kernels is traced.
+  const char* cache_dir = std::getenv("MEDPROF_CACHE_DIR");
+  s->ceilings = NodeCeilings(s->choice.device == v1::DEVICE_KIND_CUDA, s->probe.gpu, cache_dir ? cache_dir : "");
   auto request = profiler::ProfilerRequestFor(ctx.effective);
   if (!request.ok()) return Fail(ctx, request.status(), "reading the profiler request");
+  request->roofs = roofline::RoofsOf(s->ceilings);
   auto created = profiler::CreateProfiler(s->choice, s->probe, *request);
   if (!created.ok()) return Fail(ctx, created.status(), "creating the profiler");
   s->created = *std::move(created);
@@ -208,6 +215,7 @@ void FillEnvironment(const Setup& s, v1::Environment* env) {
     FillGpuClockEnvironment(SampleGpuClocks(s.probe.gpu.uuid), "run start, model on the GPU", env);
   }
   s.created.profiler->DescribeEnvironment(env);
+  *env->mutable_ceilings() = s.ceilings;
   const workload::EffectiveFlags& flags = s.workload->flags();
   env->set_torch_version(flags.torch_version);
   env->set_cudnn_version(flags.cudnn_version);

@@ -10,8 +10,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/format.h"
+#include "client/report/roofline_chart.h"
 #include "client/report/svg_chart.h"
+#include "client/roofline_view.h"
 #include "common/kernel_taxonomy.h"
+#include "common/roofline.h"
 #include "common/version.h"
 #include "common/workload_config.h"
 
@@ -513,7 +516,8 @@ body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans
 h1 { font-size: 1.5em; margin-bottom: 4px; } h2 { font-size: 1.2em; margin-top: 32px; border-bottom: 1px solid #ddd; }
 .meta { color: #555; margin: 2px 0; }
 figure.chart { margin: 16px 0 24px; } figcaption { font-weight: 600; margin-bottom: 6px; }
-svg.chart-svg { background: #fff; border: 1px solid #e4e4e4; max-width: 100%; height: auto; }
+svg.chart-svg, svg.roofline-svg { background: #fff; border: 1px solid #e4e4e4; max-width: 100%; height: auto; }
+svg .ceiling-label { font-size: 11px; }
 svg .grid { stroke: #eee; } svg .axis { stroke: #888; } svg .tick, svg .group-label, svg .legend { font-size: 11px; fill: #444; }
 svg .axis-label { font-size: 12px; fill: #333; } svg .whisker { stroke: #222; stroke-width: 1.5; }
 svg .bar-n { font-size: 10px; fill: #555; }
@@ -553,6 +557,52 @@ constexpr char kScript[] = R"js(
 )js";
 
 }  // namespace
+
+// One roofline chart per GPU x preset x phase, from the cell's first succeeded run with details.
+std::vector<RooflineChartSpec> RooflineCharts(const ReportInput& in) {
+  std::map<std::tuple<std::string, std::string, std::string>, std::vector<const v1::Run*>> cells;
+  for (const v1::Run& r : in.run_details) {
+    if (r.gpu() == "cpu" || r.gpu().empty()) continue;
+    cells[{r.gpu(), r.preset(), std::string(config::PhaseName(r.effective().phase()))}].push_back(&r);
+  }
+  std::vector<RooflineChartSpec> out;
+  for (const auto& [key, runs] : cells) {
+    const v1::Run& run = *runs.front();
+    RooflineChartSpec c;
+    c.id = absl::StrCat("roofline-", out.size() + 1);
+    c.title = absl::StrCat("Roofline", kDot, std::get<0>(key), kDot, std::get<1>(key), kDot, std::get<2>(key),
+                           " (run ", run.run_id(), runs.size() > 1 ? absl::StrCat(", 1 of ", runs.size(), " runs") : "", ")");
+    for (const v1::Ceiling& x : run.environment().ceilings().ceilings()) {
+      c.ceilings.push_back({x.name(), x.measured(), x.datasheet()});
+    }
+    if (c.ceilings.empty()) {
+      c.not_collected = run.environment().ceilings().note().empty() ? "no ceilings stored with this run"
+                                                                    : run.environment().ceilings().note();
+    }
+    int unplaceable = 0;
+    for (const RooflineRow& row : RooflineRows(run, {}, {"", "dram", false})) {
+      const roofline::Point& p = row.point;
+      auto dram = p.intensity.find("dram");
+      const bool on_axes = p.flops > 0 && dram != p.intensity.end() && dram->second > 0;
+      const std::string bound = roofline::Describe(p);
+      if (!on_axes) {
+        unplaceable += row.scope == "kernel";
+        continue;
+      }
+      RooflineMark m{row.name, row.category, dram->second, p.flop_per_s, row.time_share, bound};
+      (row.scope == "kernel" ? c.kernels : c.phases).push_back(std::move(m));
+    }
+    if (unplaceable > 0) {
+      c.notes.push_back(absl::StrCat(unplaceable, " kernels with no FLOPs or no DRAM bytes (copies, layout transforms) "
+                                     "cannot sit on log axes: medprof roofline ", run.run_id(), " lists them"));
+    }
+    if (c.kernels.empty() && c.not_collected.empty()) {
+      c.not_collected = "no kernel with FLOP and DRAM byte counters (run with --metrics on a GPU)";
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
 
 const std::vector<std::string>& ChartNames() {
   static const std::vector<std::string> names = {"step-time", "speedup",        "gpu-speedup", "kernel-mix",
@@ -594,18 +644,14 @@ absl::StatusOr<ReportInput> CollectReport(MedprofClient& client, const std::stri
     in.compare_error = std::string(compare.status().message());
   }
 
-  // The kernel fallback for servers whose compare has no top kernels.
-  bool any_top = false;
-  for (const v1::CompareCell& c : in.compare.cells()) any_top = any_top || c.top_kernels_size() > 0;
-  if (!any_top) {
-    int fetched = 0;
-    for (const v1::Run& r : in.runs) {
-      if (r.state() != v1::RUN_SUCCEEDED || fetched >= options.max_run_details) continue;
-      absl::StatusOr<v1::Run> detail = client.GetRun(r.run_id());
-      if (!detail.ok()) return detail.status();
-      ++fetched;
-      if (detail->kernels_size() > 0) in.run_details.push_back(*std::move(detail));
-    }
+  // The rooflines, and the kernel fallback for servers whose compare has no top kernels.
+  int fetched = 0;
+  for (const v1::Run& r : in.runs) {
+    if (r.state() != v1::RUN_SUCCEEDED || fetched >= options.max_run_details) continue;
+    absl::StatusOr<v1::Run> detail = client.GetRun(r.run_id());
+    if (!detail.ok()) return detail.status();
+    ++fetched;
+    if (detail->kernels_size() > 0) in.run_details.push_back(*std::move(detail));
   }
   return in;
 }
@@ -654,6 +700,15 @@ std::string RenderHtmlReport(const ReportInput& in) {
   absl::StrAppend(&out, "<section id=\"figures\">\n<h2>Figures</h2>\n");
   for (const ChartSpec& c : Charts(in)) absl::StrAppend(&out, RenderChart(c));
   absl::StrAppend(&out, "</section>\n");
+  const std::vector<RooflineChartSpec> rooflines = RooflineCharts(in);
+  if (!rooflines.empty()) {
+    absl::StrAppend(&out, "<section id=\"rooflines\">\n<h2>Rooflines (GPU x preset x phase)</h2>\n",
+                    "<p class=\"meta\">Kernels at their DRAM arithmetic intensity and achieved FLOP/s, sized by their "
+                    "share of the kernel time, coloured by category (hover for the kernel and its bound); phase ranges "
+                    "as diamonds. Ceilings measured on the node are solid, the datasheet's dashed.</p>\n");
+    for (const RooflineChartSpec& c : rooflines) absl::StrAppend(&out, RenderRooflineChart(c));
+    absl::StrAppend(&out, "</section>\n");
+  }
   absl::StrAppend(&out, "<section id=\"priorities\">\n<h2>Priorities: top kernels and findings</h2>\n",
                   PriorityTable(in), "</section>\n");
   absl::StrAppend(&out, "<section id=\"environment\">\n<h2>Environment of every run</h2>\n", EnvironmentTable(in),

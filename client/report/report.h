@@ -1,7 +1,7 @@
 // `medprof report STUDY -o report.html`: one self-contained HTML file with a study's figures.
 //
 // CollectReport asks the server through the ordinary client calls (GetStudy, ListRuns, Compare,
-// and GetRun for the kernel fallback below); RenderHtmlReport turns what came back into one HTML
+// and GetRun of the succeeded runs for the rooflines and the kernel fallback below); RenderHtmlReport turns what came back into one HTML
 // document that needs no network to open: CSS, a small script and the charts (inline SVG, see
 // svg_chart.h) are all in the file, and a Content-Security-Policy forbids any fetch.
 //
@@ -16,6 +16,9 @@
 //     throughput %). A chart whose layer was not collected in any cell is a "not collected:
 //     <reason>" panel with the reason the server gave; cells missing from a chart are listed
 //     under it with their reason.
+//   rooflines        one log-log roofline per GPU x preset x phase (data-chart "roofline-<n>",
+//     roofline_chart.h), from the cell's first succeeded run: its kernels and phase ranges against the
+//     ceilings stored with that run (measured solid, datasheet dashed); absent for a CPU-only study.
 //   priority-table   top kernels per cell by priority with their findings (Compare's
 //     top_kernels); from an older server without them, each succeeded run's top kernels by GPU
 //     time from GetRun, marked "findings not collected".
@@ -41,14 +44,14 @@ struct ReportOptions {
   v1::Phase phase = v1::PHASE_UNSPECIFIED;  // unset = every phase present
   int top_kernels = 10;          // kernels per cell in the priority table (1..50)
   int max_runs = 1000;           // runs listed (ListRuns limit, 1..10000)
-  int max_run_details = 64;      // GetRun calls for the kernel fallback
+  int max_run_details = 64;      // GetRun calls (rooflines and the kernel fallback)
 };
 
 // Everything the report shows, as the server answered it.
 struct ReportInput {
   v1::Study study;
   std::vector<v1::Run> runs;            // ListRuns (no steps/kernels)
-  std::vector<v1::Run> run_details;     // GetRun of succeeded runs, only for the kernel fallback
+  std::vector<v1::Run> run_details;     // GetRun of succeeded runs with kernels: rooflines, kernel fallback
   v1::CompareResponse compare;
   std::string compare_error;            // Compare failed: every chart says so
   std::string server;                   // address the data came from

@@ -38,6 +38,21 @@ struct Mean {
   }
 };
 
+// The roofline over the kernel aggregates (per step, with coverage_pct) placed against `roofs`.
+std::optional<roofline::Summary> KernelRoofline(const std::map<std::string, ScopeValues>& kernel_scopes,
+                                                const roofline::Roofs& roofs) {
+  if (roofs.empty()) return std::nullopt;
+  std::vector<roofline::Point> points;
+  for (const auto& [name, values] : kernel_scopes) {
+    if (!values.count("coverage_pct")) continue;
+    auto p = roofline::Locate(std::map<std::string, double>(values.begin(), values.end()), roofs);
+    if (p.ok() && p->bound != roofline::Bound::kUnknown) points.push_back(*std::move(p));
+  }
+  const roofline::Summary s = roofline::Summarize(points);
+  if (s.duration_ns <= 0) return std::nullopt;
+  return s;
+}
+
 }  // namespace
 
 std::vector<std::string> PhaseScopes(int phase) {
@@ -50,7 +65,7 @@ std::vector<std::string> PhaseScopes(int phase) {
 }
 
 RunMetrics ExtractRunMetrics(const std::vector<MetricRow>& metrics, const std::vector<KernelRow>& kernels, int phase,
-                             int steps) {
+                             int steps, const roofline::Roofs& roofs) {
   RunMetrics out;
   if (steps < 1) steps = 1;
   const std::vector<std::string> wanted = PhaseScopes(phase);
@@ -171,7 +186,8 @@ RunMetrics ExtractRunMetrics(const std::vector<MetricRow>& metrics, const std::v
       }
     }
   }
-  out.any = have_cycles || have_inst || !out.percent.empty() || !out.stalls.empty();
+  out.roofline = KernelRoofline(kernel_scopes, roofs);
+  out.any = have_cycles || have_inst || !out.percent.empty() || !out.stalls.empty() || out.roofline.has_value();
   if (out.any && !scopes.empty()) out.source = uses_phase ? "phase" : "kernels";
   return out;
 }

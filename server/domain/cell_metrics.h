@@ -13,6 +13,9 @@
 //    counts / measured steps; one launch when the kernel has no row); percentages are averaged
 //    weighted by the kernel's traced total time (its duration_ns, else equal weights, when it
 //    has no row).
+// The roofline summary (common/roofline.h) comes from the kernel aggregates (`kernel:<name>` scopes
+// with coverage_pct) that have FLOP or byte counters, placed against the run's roofs; none without
+// roofs or such kernels.
 // Stall shares are stall.<r> / cpi from the same scopes (source "metrics"); without them,
 // PC-sampling shares pcsamp.<r> of kernel scopes weighted by kernel time ("pc_sampling").
 //
@@ -24,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "common/roofline.h"
 #include "server/store/records.h"
 
 namespace medprof::server {
@@ -41,11 +45,13 @@ struct RunMetrics {
   std::map<std::string, double> percent;    // kCellPercentMetrics present, 0..100
   std::string stall_source;                 // "metrics" | "pc_sampling" | "" (none)
   std::map<std::string, double> stalls;     // reason -> share 0..1
+  std::optional<roofline::Summary> roofline;  // over the placed kernel aggregates
 };
 
-// `phase` is a medprof.v1.Phase number; `steps` the run's measured steps in that phase (>= 1).
+// `phase` is a medprof.v1.Phase number; `steps` the run's measured steps in that phase (>= 1);
+// `roofs` the run's (roofline::RoofsOf its Environment.ceilings).
 RunMetrics ExtractRunMetrics(const std::vector<MetricRow>& metrics, const std::vector<KernelRow>& kernels, int phase,
-                             int steps);
+                             int steps, const roofline::Roofs& roofs);
 
 // The `phase:<p>` scope names of a step phase ("train" -> fwd, bwd, optim, train; ...).
 std::vector<std::string> PhaseScopes(int phase);

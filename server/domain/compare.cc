@@ -15,6 +15,7 @@
 #include "common/request_limits.h"
 #include "common/status.h"
 #include "common/workload_config.h"
+#include "server/domain/codec.h"
 #include "server/domain/core.h"
 #include "server/domain/intervals.h"
 #include "server/domain/query_engine.h"
@@ -187,6 +188,7 @@ struct RunRows {
   std::vector<FindingRow> findings;
   std::map<KernelKey, double> priority;     // the run's largest finding priority per (kernel, op)
   std::optional<std::vector<LayerRow>> layers;  // none without a run summary
+  roofline::Roofs roofs;                        // from the run's Environment.ceilings
 };
 
 // The run's steps in the compared phase(s); none when it has no step there.
@@ -213,6 +215,11 @@ absl::Status ReadRunRows(StoreTx& tx, const RunRecord& run, RunRows& rows) {
   MEDPROF_ASSIGN_OR_RETURN(rows.findings, tx.ListFindings(run.run_id));
   if (!run.summary_json.empty()) {
     MEDPROF_ASSIGN_OR_RETURN(rows.layers, SummaryLayers(run.summary_json, run.run_id));
+  }
+  if (!run.environment_json.empty()) {
+    v1::Environment env;
+    MEDPROF_RETURN_IF_ERROR(FromJson(run.environment_json, &env, absl::StrCat("environment of run ", run.run_id)));
+    rows.roofs = roofline::RoofsOf(env.ceilings());
   }
   rows.gpu = run.gpu_name;
   if (rows.gpu.empty()) rows.gpu = run.backend == "cpu" ? "cpu" : "unknown";
@@ -309,7 +316,7 @@ void AddRun(const RunRows& run, int study, const std::string& preset, CompareRow
     AddTimes(run, cell);
     AddCoverage(run, cell);
     AddFindings(run, cell);
-    cell.run_metrics.push_back(ExtractRunMetrics(run.metrics, run.kernels, phase, static_cast<int>(ms.size())));
+    cell.run_metrics.push_back(ExtractRunMetrics(run.metrics, run.kernels, phase, static_cast<int>(ms.size()), run.roofs));
     AddLayers(run, cell);
   }
 }
@@ -369,7 +376,18 @@ CellMetrics MetricsOf(const CellAcc& acc) {
   CellMetrics m;
   std::vector<double> cycles, inst;
   std::map<std::string, std::vector<double>> pct;
+  std::vector<double> roof, memory, compute, latency;
   for (const RunMetrics& rm : acc.run_metrics) {
+    if (rm.roofline.has_value()) {
+      const auto share = [&](roofline::Bound b) {
+        auto it = rm.roofline->share.find(b);
+        return it == rm.roofline->share.end() ? 0.0 : it->second;
+      };
+      roof.push_back(rm.roofline->pct_of_roof);
+      memory.push_back(share(roofline::Bound::kMemory));
+      compute.push_back(share(roofline::Bound::kCompute));
+      latency.push_back(share(roofline::Bound::kLatency));
+    }
     if (!rm.any) continue;
     ++m.runs_with_metrics;
     if (m.source.empty()) m.source = rm.source;
@@ -385,8 +403,12 @@ CellMetrics MetricsOf(const CellAcc& acc) {
   m.l1_hit_pct = MeanOf(pct["l1_hit_pct"]);
   m.l2_hit_pct = MeanOf(pct["l2_hit_pct"]);
   m.dram_throughput_pct = MeanOf(pct["dram_throughput_pct"]);
+  m.roof_pct = MeanOf(roof);
+  m.memory_bound_share = MeanOf(memory);
+  m.compute_bound_share = MeanOf(compute);
+  m.latency_bound_share = MeanOf(latency);
   m.collected = m.sm_cycles || m.warp_instructions || m.tensor_pipe_pct || m.fma_pipe_pct ||
-                m.achieved_occupancy_pct || m.l1_hit_pct || m.l2_hit_pct || m.dram_throughput_pct;
+                m.achieved_occupancy_pct || m.l1_hit_pct || m.l2_hit_pct || m.dram_throughput_pct || m.roof_pct;
   if (!m.collected) {
     m.source.clear();
     m.not_collected =

@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/chip_datasheet.h"
 #include "common/kernel_taxonomy.h"
 #include "common/status.h"
 #include "common/text_check.h"
@@ -204,6 +205,12 @@ absl::StatusOr<ImportRunResult> RunImporter::Import(const CallContext& ctx, cons
   v1::Environment env = r.environment;
   env.set_gpu_name(r.gpu);
   (*env.mutable_extra())["source"] = r.source;
+  // An import has no measurement of the node: the datasheet's roofs where the GPU is known.
+  const bool sheet = roofline::FillDatasheet(r.gpu, env.mutable_ceilings());
+  if (env.ceilings().note().empty()) {
+    env.mutable_ceilings()->set_note(sheet ? "imported: datasheet ceilings, not measured on the node"
+                                           : absl::StrCat("imported: no ceilings (no datasheet for '", r.gpu, "')"));
+  }
   v1::RunSummary summary;
   summary.set_measured_steps(steps);
   summary.set_step_ms_median(static_cast<double>(step_ns) / 1e6);

@@ -225,6 +225,10 @@ struct CellMetrics {
   std::optional<double> l1_hit_pct;
   std::optional<double> l2_hit_pct;
   std::optional<double> dram_throughput_pct;
+  std::optional<double> roof_pct;                 // roofline: time-weighted % of the binding roof
+  std::optional<double> memory_bound_share;       // 0..1 of the placed kernels' time
+  std::optional<double> compute_bound_share;
+  std::optional<double> latency_bound_share;
   int runs_with_metrics = 0;
 };
 

@@ -86,6 +86,10 @@ v1::CompareResponse ToProto(const CompareResult& r) {
     SetOptional(c.metrics.l1_hit_pct, &v1::CellMetrics::set_l1_hit_pct, m);
     SetOptional(c.metrics.l2_hit_pct, &v1::CellMetrics::set_l2_hit_pct, m);
     SetOptional(c.metrics.dram_throughput_pct, &v1::CellMetrics::set_dram_throughput_pct, m);
+    SetOptional(c.metrics.roof_pct, &v1::CellMetrics::set_roof_pct, m);
+    SetOptional(c.metrics.memory_bound_share, &v1::CellMetrics::set_memory_bound_share, m);
+    SetOptional(c.metrics.compute_bound_share, &v1::CellMetrics::set_compute_bound_share, m);
+    SetOptional(c.metrics.latency_bound_share, &v1::CellMetrics::set_latency_bound_share, m);
 
     v1::CellStalls* st = pc->mutable_stalls();
     st->set_collected(c.stalls.collected);

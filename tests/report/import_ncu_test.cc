@@ -84,6 +84,13 @@ TEST_F(ImportNcuTest, RealH200ExportRoundTripsAsARun) {
   EXPECT_EQ(run->environment().compute_capability(), "9.0");
   EXPECT_EQ(run->environment().extra().at("source"), "ncu");
   EXPECT_EQ(run->environment().extra().at("ncu.file"), "h200_opt1_forward_raw.csv");
+  // No measurement on the node: the H200's datasheet roofs, and the run says so.
+  EXPECT_EQ(run->environment().ceilings().note(), "imported: datasheet ceilings, not measured on the node");
+  ASSERT_GT(run->environment().ceilings().ceilings_size(), 0);
+  for (const v1::Ceiling& c : run->environment().ceilings().ceilings()) {
+    EXPECT_EQ(c.measured(), 0) << c.name();
+    if (c.name() == "dram") EXPECT_DOUBLE_EQ(c.datasheet(), 4.8e12);
+  }
   ASSERT_EQ(run->kernels_size(), 14);
   int64_t launches = 0, total = 0;
   for (const v1::KernelStat& k : run->kernels()) {

@@ -88,6 +88,16 @@ std::vector<v1::WorkerMessage> RunRecords(const std::string& preset, bool gpu, c
     env->set_slurm_job_id("123456");
     env->set_slurm_partition("gh");
     env->set_site("tacc");
+    // The roofline's ceilings as the worker stores them: measured on the node beside the datasheet.
+    auto ceiling = [&](const char* name, double measured, double datasheet) {
+      v1::Ceiling* c = env->mutable_ceilings()->add_ceilings();
+      c->set_name(name);
+      c->set_measured(measured);
+      c->set_datasheet(datasheet);
+    };
+    ceiling("dram", 4.1e12, 4.8e12);
+    ceiling("fp32", 51e12, 67e12);
+    ceiling("tensor_tf32", 420e12, 494.7e12);
   } else {
     env->set_host("laptop-3");
     env->set_gpu_name("cpu");
@@ -189,6 +199,18 @@ std::vector<v1::WorkerMessage> RunRecords(const std::string& preset, bool gpu, c
     metric("stall.long_scoreboard", k.category == "conv" ? 2.5 : 5.5, "cycles/issue");
     metric("stall.math_pipe_throttle", k.category == "conv" ? 4.0 : 0.5, "cycles/issue");
     metric("stall.wait", 1.5, "cycles/issue");
+    // Work and traffic: the convolution near its compute roof (TF32 Tensor Cores, or FP32 CUDA cores
+    // under strict FP32), GroupNorm and SiLU under the DRAM roof; the layout copy moves bytes only.
+    const double seconds = k.ms * 0.1e-3;
+    if (k.category == "conv") {
+      const double flops = tf32 ? 0.6 * 420e12 * seconds : 0.8 * 51e12 * seconds;
+      metric(tf32 ? "flops.tensor_tf32" : "flops.fp32", flops, "flop");
+      metric("bytes.dram", flops / (tf32 ? 300 : 40), "bytes");
+    } else {
+      const double bytes = (k.category == "elementwise" ? 0.85 : 0.7) * 4.1e12 * seconds;
+      metric("bytes.dram", bytes, "bytes");
+      if (k.category != "layout") metric("flops.fp32", bytes * 0.25, "flop");
+    }
     if (k.category == "conv" && !tf32) {
       v1::KernelFinding* f = findings.mutable_findings()->add_findings();
       f->set_kernel(k.name);
@@ -287,7 +309,8 @@ constexpr char kProbe[] = R"js((() => {
       const marks = Array.from(el.querySelectorAll('.mark')).map(m => {
         const b = m.getBBox();
         return {tag: m.tagName.toLowerCase(), series: m.getAttribute('data-series'), point: m.getAttribute('data-point'),
-                value: parseFloat(m.getAttribute('data-value')), w: b.width, h: b.height};
+                value: parseFloat(m.getAttribute('data-value')), x: b.x, y: b.y, w: b.width, h: b.height,
+                title: m.querySelector('title') ? m.querySelector('title').textContent : ''};
       });
       const fig = el.closest('figure');
       // Everything that must not overlap: legend swatches and texts, group labels, n labels, ticks.
@@ -297,7 +320,11 @@ constexpr char kProbe[] = R"js((() => {
       const fills = {};
       el.querySelectorAll('.mark').forEach(m => { fills[m.getAttribute('data-series')] = m.getAttribute('fill'); });
       const vb = el.viewBox.baseVal;
+      const ceilings = Array.from(el.querySelectorAll('text.ceiling-label')).map(t =>
+          t.getAttribute('data-ceiling') + ':' + t.getAttribute('data-kind') + ':' + t.textContent);
       charts[name] = {kind: 'svg', declared: parseInt(el.getAttribute('data-points'), 10), marks: marks,
+                      xScale: el.getAttribute('data-x-scale'), yScale: el.getAttribute('data-y-scale'),
+                      ceilings: ceilings, phases: el.querySelectorAll('.phase-mark').length,
                       width: el.getBoundingClientRect().width, notes: fig ? fig.innerText : '', boxes: boxes,
                       fills: fills, vbw: vb.width, vbh: vb.height};
     } else {
@@ -473,6 +500,78 @@ TEST_F(ReportTest, GpuAndCpuStudyRendersEveryChartInHeadlessChromium) {
                     HasSubstr("gpu-node-7"), HasSubstr("123456 (gh)"), HasSubstr("laptop-3"), HasSubstr("1.13.1")));
   EXPECT_EQ(page["compareRows"].get<int>(), 8);
   EXPECT_EQ(page["ready"], "7");  // the inline script ran over the 7 SVG charts
+
+  // Rooflines: one per GPU cell (the CPU cells have none), log-log, one circle per kernel with FLOPs
+  // and DRAM bytes (convolution, GroupNorm, SiLU; the layout copy has no FLOPs and is counted in the
+  // notes), every ceiling labelled twice (measured, datasheet), the kernel and its bound on hover.
+  int rooflines = 0;
+  for (const auto& [name, c] : page["charts"].items()) {
+    if (name.rfind("roofline-", 0) != 0) continue;
+    ++rooflines;
+    ASSERT_EQ(c.value("kind", ""), "svg") << name << ": " << c.dump();
+    EXPECT_EQ(c["xScale"], "log");
+    EXPECT_EQ(c["yScale"], "log");
+    EXPECT_EQ(c["declared"].get<int>(), 3) << name;
+    ASSERT_EQ(c["marks"].size(), 3u) << name;
+    std::set<std::string> kernels;
+    for (const json& m : c["marks"]) {
+      EXPECT_EQ(m["tag"], "circle");
+      EXPECT_GE(m["x"].get<double>(), 0) << m.dump();
+      EXPECT_LE(m["x"].get<double>() + m["w"].get<double>(), c["vbw"].get<double>()) << m.dump();
+      kernels.insert(m["point"].get<std::string>());
+      EXPECT_THAT(m["title"].get<std::string>(), HasSubstr(m["point"].get<std::string>()));
+      EXPECT_THAT(m["title"].get<std::string>(), HasSubstr("-bound at "));
+    }
+    EXPECT_TRUE(kernels.count(kNorm) && kernels.count(kSilu)) << name;
+    EXPECT_EQ(c["phases"].get<int>(), 0);  // the fixture stores no phase ranges
+    std::vector<std::string> labels = c["ceilings"];
+    EXPECT_EQ(labels.size(), 6u) << c["ceilings"].dump();
+    EXPECT_THAT(c["ceilings"].dump(), AllOf(HasSubstr("dram:measured:DRAM 4.10 TB/s"),
+                                            HasSubstr("dram:datasheet:DRAM 4.80 TB/s (datasheet)"),
+                                            HasSubstr("tensor_tf32:measured:TF32 Tensor Core 420 TFLOP/s"),
+                                            HasSubstr("fp32:datasheet:FP32 67 TFLOP/s (datasheet)")));
+  }
+  EXPECT_EQ(rooflines, 4);
+  // The SiLU kernel sits under the DRAM roof: memory-bound at 85 % of it (its hover title says so).
+  bool silu_seen = false;
+  for (const json& m : page["charts"]["roofline-1"]["marks"]) {
+    if (m["point"] != kSilu) continue;
+    silu_seen = true;
+    EXPECT_THAT(m["title"].get<std::string>(), HasSubstr("memory-bound at 85 % of DRAM roof"));
+  }
+  EXPECT_TRUE(silu_seen);
+
+  // `medprof roofline --study` through the CLI against the same server: every succeeded run, each
+  // GPU run's kernels placed on its own ceilings (the layout copy too: bytes only, memory-bound),
+  // the CPU runs without rows.
+  std::istringstream cli_in;
+  std::ostringstream cli_out, cli_err;
+  client::CliIo io{&cli_in, &cli_out, &cli_err};
+  ASSERT_EQ(client::RunCli({"medprof", "--server", server_->address(), "roofline", "--study", study.study_id,
+                            "--signatures", "--format", "json"},
+                           [](const std::string&) { return std::nullopt; }, io),
+            client::kExitOk)
+      << cli_err.str();
+  const json roof = json::parse(cli_out.str());
+  ASSERT_EQ(roof["runs"].size(), 8u);
+  int gpu_runs = 0;
+  for (const json& r : roof["runs"]) {
+    if (r["gpu"] != "NVIDIA H200") {
+      EXPECT_TRUE(r["rows"].empty()) << r.dump();
+      continue;
+    }
+    ++gpu_runs;
+    const bool nhwc = r["preset"] == "opt2" || r["preset"] == "opt12";
+    ASSERT_EQ(r["rows"].size(), nhwc ? 4u : 3u) << r.dump();
+    EXPECT_EQ(r["ceilings"].size(), 3u);
+    for (const json& row : r["rows"]) {
+      EXPECT_EQ(row["scope"], "kernel");
+      const std::string want = row["category"] == "conv" ? "compute-bound" : "memory-bound";
+      EXPECT_EQ(row["bound"], want) << row.dump();
+    }
+  }
+  EXPECT_EQ(gpu_runs, 4);
+  EXPECT_THAT(page["charts"]["roofline-4"]["notes"].get<std::string>(), HasSubstr("1 kernels with no FLOPs"));
 }
 
 TEST_F(ReportTest, CpuOnlyStudyShowsNotCollectedPanelsNotZeros) {

@@ -189,19 +189,20 @@ TEST(InventoryTest, WorkersArePinnedToTheirDevice) {
   const Inventory inv = BuildInventory(&probe, in);
   ASSERT_EQ(inv.devices.size(), 2u);
   const LaunchSpec spec =
-      MakeWorkerLaunchSpec("/opt/medprof/bin/medprof-worker", "/w/spool/r-7", "r-7", *inv.Find(1));
+      MakeWorkerLaunchSpec("/opt/medprof/bin/medprof-worker", "/w/spool/r-7", "r-7", *inv.Find(1), "/w/cache");
   EXPECT_EQ(spec.executable, "/opt/medprof/bin/medprof-worker");
   EXPECT_THAT(spec.argv, ElementsAre("/opt/medprof/bin/medprof-worker", "--job", "/w/spool/r-7/job.pb",
                                      "--result-fd", "3"));
   EXPECT_THAT(spec.env,
               ElementsAre(Pair("CUDA_DEVICE_ORDER", "PCI_BUS_ID"), Pair("CUDA_VISIBLE_DEVICES", "2"),
-                          Pair("MEDPROF_DEVICE_INDEX", "1"), Pair("MEDPROF_RUN_ID", "r-7")));
+                          Pair("MEDPROF_CACHE_DIR", "/w/cache"), Pair("MEDPROF_DEVICE_INDEX", "1"),
+                          Pair("MEDPROF_RUN_ID", "r-7")));
   EXPECT_EQ(spec.working_dir, "/w/spool/r-7");
   EXPECT_EQ(spec.stderr_path, "/w/spool/r-7/worker.stderr");
   EXPECT_EQ(spec.stdout_path, "/w/spool/r-7/worker.stdout");
 
   const Inventory cpu_only = BuildInventory(nullptr, Inputs());
-  const LaunchSpec cpu = MakeWorkerLaunchSpec("w", "/d", "r", cpu_only.devices[0]);
+  const LaunchSpec cpu = MakeWorkerLaunchSpec("w", "/d", "r", cpu_only.devices[0], "/w/cache");  // no cache on the CPU
   EXPECT_THAT(cpu.env, ElementsAre(Pair("CUDA_VISIBLE_DEVICES", ""), Pair("MEDPROF_DEVICE_INDEX", "-1"),
                                    Pair("MEDPROF_RUN_ID", "r")));
 }

@@ -92,7 +92,7 @@ class JobRunnerTest : public ::testing::Test {
     OfferedDevice cpu;
     cpu.device.set_index(-1);
     cpu.device.set_kind("cpu");
-    LaunchSpec spec = MakeWorkerLaunchSpec(script, spool_->dir(), "run-1", cpu);
+    LaunchSpec spec = MakeWorkerLaunchSpec(script, spool_->dir(), "run-1", cpu, "");
     v1::Environment env;
     env.set_host("test-host");
     RunnerOptions options;

@@ -235,6 +235,8 @@ TEST(WorkDirTest, LockAndStableName) {
   const std::string path = FreshDir("spool-workdir");
   MEDPROF_ASSERT_OK_AND_ASSIGN(std::unique_ptr<WorkDir> wd, WorkDir::Open(path));
   EXPECT_TRUE(PathExists(path + "/spool"));
+  EXPECT_TRUE(PathExists(path + "/cache"));  // the workers' per-node cache (roofline ceilings)
+  EXPECT_EQ(wd->cache_dir(), wd->path() + "/cache");
   // A second agent on the same work dir is refused, naming the holder.
   EXPECT_THAT(WorkDir::Open(path),
               StatusIs(absl::StatusCode::kFailedPrecondition,

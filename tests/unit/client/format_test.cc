@@ -182,6 +182,28 @@ TEST(FormatCompare, TableAligned) {
             "  cpu / opt1 / forward: no baseline cell for \"cpu\", forward\n");
 }
 
+// A cell with the roofline's summary: % of roof and the memory/compute/latency shares in every format.
+TEST(FormatCompare, RooflineColumnsInEveryFormat) {
+  v1::CompareResponse r = SampleCompare();
+  v1::CellMetrics* m = r.mutable_cells(1)->mutable_metrics();
+  m->set_collected(true);
+  m->set_source("kernels");
+  m->set_roof_pct(71.25);
+  m->set_memory_bound_share(0.62);
+  m->set_compute_bound_share(0.3);
+  m->set_latency_bound_share(0.08);
+  const std::string table = FormatCompare(r, OutputFormat::kTable);
+  EXPECT_THAT(table, HasSubstr("ROOF %  MEM/COMP/LAT %"));
+  EXPECT_THAT(table, HasSubstr("71.2         62/30/8"));
+  const std::string csv = FormatCompare(r, OutputFormat::kCsv);
+  EXPECT_THAT(csv, HasSubstr("st-1,NVIDIA H200,opt1,train,2,4,roof_pct,,71.25,,,,\n"));
+  EXPECT_THAT(csv, HasSubstr("st-1,NVIDIA H200,opt1,train,2,4,memory_bound_share,,0.62,,,,\n"));
+  EXPECT_THAT(csv, HasSubstr("st-1,NVIDIA H200,opt1,train,2,4,latency_bound_share,,0.08,,,,\n"));
+  const Json j = Json::parse(FormatCompare(r, OutputFormat::kJson));
+  EXPECT_EQ(j["cells"][1]["metrics"]["roof_pct"], 71.25);
+  EXPECT_EQ(j["cells"][1]["metrics"]["compute_bound_share"], 0.3);
+}
+
 TEST(FormatCompare, NotesAreGroupedByLayerAndByCell) {
   // The CPU demo: three layers not collected for the same reason in every cell -> one line.
   v1::CompareResponse r;

@@ -489,16 +489,41 @@ TEST(CellMetrics, PhaseScopesOfEachStepPhase) {
 TEST(CellMetrics, ForwardCellUsesOnlyTheFwdScopeAndIgnoresDerivedRows) {
   // Only derived rows in the phase scope: fall back to the kernel scope.
   RunMetrics m = ExtractRunMetrics({{"phase:fwd", "gpu_time_ns", 5, ""}, {"kernel:k", "sm_cycles", 7, ""}}, {},
-                                   v1::PHASE_FORWARD, 1);
+                                   v1::PHASE_FORWARD, 1, {});
   EXPECT_EQ(m.source, "kernels");
   EXPECT_THAT(m.sm_cycles, Optional(7.0));
   m = ExtractRunMetrics({{"phase:fwd", "sm_cycles", 40, ""}, {"phase:bwd", "sm_cycles", 1000, ""}}, {},
-                        v1::PHASE_FORWARD, 4);
+                        v1::PHASE_FORWARD, 4, {});
   EXPECT_EQ(m.source, "phase");
   EXPECT_THAT(m.sm_cycles, Optional(10.0));  // 40 over 4 steps; bwd is not part of forward
-  m = ExtractRunMetrics({}, {}, v1::PHASE_TRAIN, 3);
+  m = ExtractRunMetrics({}, {}, v1::PHASE_TRAIN, 3, {});
   EXPECT_FALSE(m.any);
   EXPECT_EQ(m.source, "");
+}
+
+// Roofs: DRAM 4 TB/s, TF32 Tensor Cores 400 TFLOP/s. Kernel a (1 ms per step): 3.2 GB DRAM -> 0.8 ms
+// -> memory-bound at 80 %. Kernel b (3 ms): 900 GFLOP TF32 -> 2.25 ms -> compute-bound at 75 %.
+// An older per-launch row (no coverage_pct) and a kernel without work or traffic are not placed.
+// Time-weighted: (80 * 1 + 75 * 3) / 4 = 76.25 %; a quarter of the time memory-bound, the rest compute.
+TEST(CellMetrics, TheRooflineWeighsTheKernelAggregatesByTime) {
+  const std::vector<MetricRow> rows = {
+      {"kernel:a", "coverage_pct", 100, ""},   {"kernel:a", "duration_ns", 1e6, "ns"},
+      {"kernel:a", "bytes.dram", 3.2e9, "bytes"}, {"kernel:a", "flops.fp32", 1e9, "flop"},
+      {"kernel:b", "coverage_pct", 100, ""},   {"kernel:b", "duration_ns", 3e6, "ns"},
+      {"kernel:b", "flops.tensor_tf32", 9e11, "flop"},
+      {"kernel:c", "duration_ns", 1e6, "ns"},  {"kernel:c", "bytes.dram", 4e9, "bytes"},
+      {"kernel:d", "coverage_pct", 100, ""},   {"kernel:d", "duration_ns", 5e6, "ns"},
+      {"kernel:d", "sm_cycles", 9e6, "cycles"}};
+  const roofline::Roofs roofs = {{"dram", {4e12, true}}, {"tensor_tf32", {4e14, false}}};
+  RunMetrics m = ExtractRunMetrics(rows, {}, v1::PHASE_FORWARD, 1, roofs);
+  ASSERT_TRUE(m.roofline.has_value());
+  EXPECT_DOUBLE_EQ(m.roofline->duration_ns, 4e6);
+  EXPECT_NEAR(m.roofline->pct_of_roof, 76.25, 1e-9);
+  EXPECT_DOUBLE_EQ(m.roofline->share.at(roofline::Bound::kMemory), 0.25);
+  EXPECT_DOUBLE_EQ(m.roofline->share.at(roofline::Bound::kCompute), 0.75);
+  EXPECT_FALSE(m.roofline->share.count(roofline::Bound::kLatency));
+  // The same rows without ceilings (a CPU run, or one stored before them): no roofline.
+  EXPECT_FALSE(ExtractRunMetrics(rows, {}, v1::PHASE_FORWARD, 1, {}).roofline.has_value());
 }
 
 }  // namespace

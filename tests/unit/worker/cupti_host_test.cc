@@ -116,9 +116,10 @@ TEST(CuptiHost, OlderChipsDropWhatTheyLackWithTheReason) {
   auto ga100 = CuptiHost::Create(CUPTI_PROFILER_TYPE_RANGE_PROFILER, "GA100", {});
   ASSERT_TRUE(ga100.ok()) << ga100.status();
   const ResolvedCatalog a = Resolve("GA100", **ga100, MetricCatalog());
-  ASSERT_EQ(a.dropped.size(), 1u);
+  ASSERT_EQ(a.dropped.size(), 2u);
   EXPECT_EQ(a.dropped[0].name, "stall.gmma");  // wgmma is Hopper-only
   EXPECT_THAT(a.dropped[0].reason, HasSubstr("CUPTI_ERROR_INVALID_METRIC_NAME"));
+  EXPECT_EQ(a.dropped[1].name, "flops.tensor_fp8");  // FP8 Tensor Cores from Hopper on
   EXPECT_EQ(PerfworksOf(a, "tensor_pipe_pct"),
             "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active");
 
@@ -127,7 +128,43 @@ TEST(CuptiHost, OlderChipsDropWhatTheyLackWithTheReason) {
   const ResolvedCatalog v = Resolve("GV100", **gv100, MetricCatalog());
   std::vector<std::string> dropped;
   for (const DroppedMetric& d : v.dropped) dropped.push_back(d.name);
-  EXPECT_THAT(dropped, ::testing::UnorderedElementsAre("inst_pipe.uniform", "stall.gmma"));
+  EXPECT_THAT(dropped, ::testing::UnorderedElementsAre("inst_pipe.uniform", "stall.gmma", "flops.tensor_tf32",
+                                                       "flops.tensor_bf16", "flops.tensor_fp8"));
+}
+
+// The roofline's counters per chip (metric_catalog.cc says why each): which Perfworks metric each
+// chip gives, and the work group's pass count (replayed on one launch per signature).
+TEST(CuptiHost, TheRooflineCountersResolvePerChip) {
+  const std::map<std::string, size_t> work_passes = {{"GH100", 5}, {"GA100", 4}, {"GV100", 6}};
+  const std::map<std::string, std::map<std::string, std::string>> expected = {
+      {"GH100",
+       {{"flops.tensor_tf32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum"},
+        {"flops.tensor_fp16", "sm__ops_path_tensor_src_fp16.sum"},
+        {"flops.tensor_bf16", "sm__ops_path_tensor_src_bf16_dst_fp32.sum"},
+        {"flops.tensor_fp8", "sm__ops_path_tensor_src_fp8.sum"},
+        {"bytes.l2", "l1tex__m_xbar2l1tex_read_bytes.sum"},
+        {"l1_writeback_cycles", "l1tex__lsu_writeback_active.sum"},
+        {"sass.ffma", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"}}},
+      {"GA100",
+       {{"flops.tensor_tf32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum"},
+        {"flops.tensor_fp16", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"},
+        {"flops.tensor_bf16", "sm__ops_path_tensor_src_bf16_dst_fp32.sum"},
+        {"flops.tensor_fp8", ""},
+        {"l1_writeback_cycles", "l1tex__lsu_writeback_active_mem_lg.sum"}}},
+      {"GV100",
+       {{"flops.tensor_tf32", ""},
+        {"flops.tensor_fp16", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"},
+        {"bytes.l2", "l1tex__m_xbar2l1tex_read_bytes.sum"},
+        {"l1_writeback_cycles", "l1tex__lsu_writeback_active.sum"}}}};
+  for (const auto& [chip, names] : expected) {
+    auto host = CuptiHost::Create(CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, {});
+    ASSERT_TRUE(host.ok()) << chip << ": " << host.status();
+    const ResolvedCatalog r = Resolve(chip, **host, MetricCatalog());
+    for (const auto& [name, perfworks] : names) EXPECT_EQ(PerfworksOf(r, name), perfworks) << chip << " " << name;
+    auto work = (*host)->NewConfig(r.PerfworksNames({MetricGroup::kWork}));
+    ASSERT_TRUE(work.ok()) << chip << ": " << work.status();
+    EXPECT_EQ((*work)->passes(), work_passes.at(chip)) << chip;
+  }
 }
 
 TEST(CuptiHost, PmSamplingSetIsSinglePassOnHopperAndAbsentOnVolta) {
@@ -170,6 +207,7 @@ TEST(CuptiHost, UnknownMetricNamesAreReportedNotFatal) {
   EXPECT_THAT((*host)->NewConfig({}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no metrics")));
 }
+
 
 }  // namespace
 }  // namespace medprof::profiler

@@ -3,6 +3,7 @@
 // fake NVML library.
 #include "agent/worker/gpu_clocks.h"
 
+#include <cstdio>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -80,6 +81,10 @@ nvml::Return FakeTemperature(nvml::Device, unsigned sensor, unsigned* c) {
   *c = g.temperature;
   return nvml::kSuccess;
 }
+nvml::Return FakeDriverVersion(char* out, unsigned size) {
+  std::snprintf(out, size, "%s", "580.95.05");
+  return nvml::kSuccess;
+}
 nvml::Return FakeReasons(nvml::Device, unsigned long long* r) {
   *r = g.reasons;
   return nvml::kSuccess;
@@ -98,6 +103,7 @@ nvml::Api FullApi() {
   a.GetPowerUsage = FakePowerUsage;
   a.GetTemperature = FakeTemperature;
   a.GetEventReasons = FakeReasons;
+  a.GetDriverVersion = FakeDriverVersion;
   return a;
 }
 
@@ -115,6 +121,7 @@ TEST(GpuClocksTest, ReadsEveryFieldOfTheGpuNamedByUuid) {
   EXPECT_EQ(c->temperature_c, 37u);
   EXPECT_TRUE(c->reasons_known);
   EXPECT_EQ(c->throttle_reasons, 0x5u);
+  EXPECT_EQ(c->driver_version, "580.95.05");  // the ceilings cache keys on it
   EXPECT_EQ(g.inits, 1);
   EXPECT_EQ(g.shutdowns, 1);
 }
@@ -194,6 +201,7 @@ TEST(GpuClocksTest, ReadingFillsTheEnvironment) {
   EXPECT_EQ(env.extra().at("power_draw_w"), "81");
   EXPECT_EQ(env.extra().at("gpu_temperature_c"), "37");
   EXPECT_EQ(env.extra().at("gpu_clocks_at"), "run start");
+  EXPECT_EQ(env.extra().at("nvidia_driver"), "580.95.05");
   EXPECT_EQ(env.extra().count("gpu_clocks_unavailable"), 0u);
 }
 

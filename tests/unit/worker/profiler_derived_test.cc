@@ -24,7 +24,8 @@ TEST(MetricCatalog, EveryDocumentedNameIsThereOnceWithACandidate) {
   for (const char* n : {"duration_ns", "sm_cycles", "warp_instructions", "tensor_pipe_pct", "fma_pipe_pct",
                         "achieved_occupancy_pct", "l1_hit_pct", "l2_hit_pct", "dram_throughput_pct",
                         "issue_active_pct", "sm_throughput_pct", "cpi", "stall.long_scoreboard",
-                        "inst_pipe.fma", "sass.ffma", "dram_bytes_read"}) {
+                        "inst_pipe.fma", "sass.ffma", "dram_bytes_read", "flops.tensor_tf32", "flops.tensor_fp16",
+                        "flops.tensor_bf16", "flops.tensor_fp8", "bytes.l2", "l1_writeback_cycles"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
 }
@@ -110,6 +111,29 @@ TEST(MetricCatalog, DeriveFromPartsMakesTheL2HitRateFromLookupsUnlessMeasuredDir
   std::map<std::string, double> half = {{"l2_sectors_hit", 300}};
   DeriveFromParts(&half);
   EXPECT_FALSE(half.count("l2_hit_pct"));
+}
+
+// The roofline's derived counters: flops.fp32 = 10 + 20 + 2 * 30 = 90; flops.fp16 = 1 + 2 + 2 * 3 = 9;
+// no flops.fp64 (dfma missing); bytes.l1 = 128 * 5 = 640; bytes.dram = dram_bytes = 100 + 50.
+TEST(MetricCatalog, DeriveFromPartsMakesTheRooflineWorkAndTrafficWithTheirUnits) {
+  std::map<std::string, double> v = {{"sass.fadd", 10},        {"sass.fmul", 20},      {"sass.ffma", 30},
+                                     {"sass.hadd", 1},         {"sass.hmul", 2},       {"sass.hfma", 3},
+                                     {"sass.dadd", 4},         {"sass.dmul", 4},       {"l1_writeback_cycles", 5},
+                                     {"dram_bytes_read", 100}, {"dram_bytes_write", 50}};
+  DeriveFromParts(&v);
+  EXPECT_DOUBLE_EQ(v.at("flops.fp32"), 90.0);
+  EXPECT_DOUBLE_EQ(v.at("flops.fp16"), 9.0);
+  EXPECT_FALSE(v.count("flops.fp64"));
+  EXPECT_DOUBLE_EQ(v.at("bytes.l1"), 640.0);
+  EXPECT_DOUBLE_EQ(v.at("bytes.dram"), 150.0);
+  EXPECT_DOUBLE_EQ(v.at("dram_bytes"), 150.0);
+  for (const char* name : {"flops.fp32", "flops.fp16", "flops.fp64"}) EXPECT_EQ(DerivedMetricUnits().at(name), "flop");
+  for (const char* name : {"bytes.l1", "bytes.dram", "dram_bytes"}) EXPECT_EQ(DerivedMetricUnits().at(name), "bytes");
+  // The catalog's own roofline entries are counters too, so kernel aggregates sum them.
+  for (const MetricEntry& e : MetricCatalog()) {
+    if (e.name.rfind("flops.", 0) == 0) EXPECT_EQ(e.unit, "flop") << e.name;
+    if (e.group == MetricGroup::kWork) EXPECT_FALSE(e.percent) << e.name;
+  }
 }
 
 TEST(MetricCatalog, WithoutDerivedDropsTheL2HitRateOnlyWhenBothPartsAreThere) {
@@ -198,6 +222,45 @@ TEST(Findings, FmaBoundConvolutionWithIdleTensorCores) {
   EXPECT_NEAR(f[0].priority(), 0.5 * f[0].speedup(), 1e-12);
   // With Tensor Cores busy (TF32) the finding disappears.
   EXPECT_TRUE(FindKernelFindings({Conv(0.5, 10.0, 60.0)}, o).empty());
+}
+
+// An elementwise kernel at 1 ms moving 3.2 GB through DRAM (4 TB/s roof): memory-bound at 80 % of
+// the DRAM roof, s = 0.5 x 0.80. The same kernel's DRAM throughput counter alone would not have fired
+// the old rule (55 % < 60); the roofline knows. A kernel it places latency-bound (1 GB: 25 %) gets no
+// memory_bound finding even with a DRAM counter at 70 %.
+TEST(Findings, TheRooflineDecidesMemoryBoundWhereItCanPlaceTheKernel) {
+  KernelFacts k;
+  k.name = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)";
+  k.op = "aten::add";
+  k.category = "elementwise";
+  k.share = 0.2;
+  k.blocks = 4096;
+  k.metrics = {{"duration_ns", 1e6}, {"bytes.dram", 3.2e9}, {"flops.fp32", 8e8}, {"dram_throughput_pct", 55.0},
+               {"sm_throughput_pct", 20.0}};
+  FindingsOptions o;
+  o.sm_count = 132;
+  o.roofs = {{"dram", {4e12, true}}, {"fp32", {6e13, false}}};
+  auto f = FindKernelFindings({k}, o);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule(), "memory_bound");
+  EXPECT_EQ(f[0].finding(), "elementwise kernel memory-bound at 80 % of DRAM roof: fuse it with its neighbours");
+  EXPECT_NEAR(f[0].speedup(), 0.4, 1e-12);
+  k.metrics = {{"duration_ns", 1e6}, {"bytes.dram", 1e9}, {"dram_throughput_pct", 70.0}, {"sm_throughput_pct", 20.0}};
+  EXPECT_TRUE(FindKernelFindings({k}, o).empty());
+  // Without roofs the DRAM counter rule stands in.
+  o.roofs.clear();
+  f = FindKernelFindings({k}, o);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_THAT(f[0].finding(), HasSubstr("DRAM 70% of peak"));
+}
+
+// The Tensor Core estimate takes the chip's own FP32/TF32 ratio from the roofs when it has both.
+TEST(Findings, IdleTensorCoresUseTheRoofsPeakRatio) {
+  FindingsOptions o;
+  o.roofs = {{"fp32", {19.5e12, false}}, {"tensor_tf32", {156e12, false}}};  // A100: 1/8
+  const auto f = FindKernelFindings({Conv(0.5, 80.0, 0.0)}, o);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NEAR(f[0].speedup(), 0.8 * (1.0 - 0.125), 1e-12);
 }
 
 TEST(Findings, SmallGridNeedsNoCountersAndNamesTheGroupNormStatistics) {

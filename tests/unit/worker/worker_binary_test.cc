@@ -324,6 +324,9 @@ TEST(WorkerBinaryTest, TinyCpuRunEndToEnd) {
     EXPECT_EQ(rs.backend(), "cpu");
     EXPECT_EQ(rs.environment().device(), "cpu");
     EXPECT_EQ(rs.environment().gpu_name(), "cpu");
+    // No roofline on the CPU, and the run says so.
+    EXPECT_EQ(rs.environment().ceilings().ceilings_size(), 0);
+    EXPECT_THAT(rs.environment().ceilings().note(), HasSubstr("CPU backend: no ceilings"));
   }
   EXPECT_FALSE(rs.environment().host().empty());
   EXPECT_FALSE(rs.environment().torch_version().empty());
