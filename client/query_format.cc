@@ -291,6 +291,64 @@ std::string CompareCsv(const v1::CompareResponse& r) {
   return w.Take();
 }
 
+// One cell of compare's JSON (`cross_study`: the comparison spans studies).
+Json CompareCellJson(const v1::CompareCell& c, bool cross_study) {
+  Json e;
+  if (cross_study) e["study_id"] = c.study_id();
+  e["gpu"] = c.gpu();
+  e["preset"] = c.preset();
+  e["phase"] = config::PhaseName(c.phase());
+  e["n"] = c.n();
+  e["steps"] = c.steps();
+  e["step_ms_median"] = c.step_ms_median();
+  e["step_ms_p10"] = c.step_ms_p10();
+  e["step_ms_p90"] = c.step_ms_p90();
+  e["step_ms_ci95"] = HasInterval(c) ? Json::array({c.step_ms_ci_lo(), c.step_ms_ci_hi()}) : Json(nullptr);
+  e["interval_method"] = HasInterval(c) ? Json(c.interval_method()) : Json(nullptr);
+  e["speedup_vs_baseline"] = c.has_baseline() ? Json(c.speedup_vs_baseline()) : Json(nullptr);
+  e["speedup_ci95"] = SpeedupCiJson(c.has_speedup_ci(), c.speedup_ci());
+  e["speedup_vs_baseline_gpu"] = c.has_gpu_baseline() ? Json(c.speedup_vs_baseline_gpu()) : Json(nullptr);
+  e["speedup_gpu_ci95"] = SpeedupCiJson(c.has_speedup_gpu_ci(), c.speedup_gpu_ci());
+  if (cross_study) {
+    e["speedup_vs_first_study"] = c.has_study_baseline() ? Json(c.speedup_vs_first_study()) : Json(nullptr);
+    e["speedup_study_ci95"] = SpeedupCiJson(c.has_speedup_study_ci(), c.speedup_study_ci());
+  }
+  e["time_source"] = c.time_source();
+  e["categories"] = Json::array();
+  for (const auto& cat : c.categories()) {
+    Json cj;
+    cj["category"] = cat.category();
+    cj["share"] = cat.share();
+    e["categories"].push_back(std::move(cj));
+  }
+  e["metrics"] = MetricsJson(c.metrics());
+  e["stalls"] = StallsJson(c.stalls());
+  e["top_kernels"] = TopKernelsJson(c);
+  e["findings_note"] = c.findings_note().empty() ? Json(nullptr) : Json(c.findings_note());
+  Json notes = Json::array();
+  for (const auto& n : c.notes()) notes.push_back(n);
+  e["notes"] = std::move(notes);
+  return e;
+}
+
+// A cell's top kernels with their findings, for the table's "top kernels" section ("" when none).
+std::string CellKernelsText(const v1::CompareCell& c) {
+  std::string kernels;
+  if (c.top_kernels_size() == 0) return kernels;
+  absl::StrAppend(&kernels, "  ", CellLabel(c),
+                  c.findings_note().empty() ? "" : absl::StrCat(" (", c.findings_note(), ": by time)"), "\n");
+  for (const auto& k : c.top_kernels()) {
+    absl::StrAppend(&kernels, "    ", Percent(k.share()), "  ", k.category(), "  ", ClipToWidth(k.name(), 70));
+    if (k.priority() > 0) absl::StrAppend(&kernels, "  priority ", Fixed(k.priority(), 3));
+    if (k.has_coverage_pct()) absl::StrAppend(&kernels, "  metrics over ", Percent(k.coverage_pct() / 100));
+    absl::StrAppend(&kernels, "\n");
+    for (const auto& f : k.findings()) {
+      absl::StrAppend(&kernels, "        ", f.rule(), ": ", f.finding(), " (speedup ", Percent(f.speedup()), ")\n");
+    }
+  }
+  return kernels;
+}
+
 }  // namespace
 
 std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
@@ -304,42 +362,7 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
       if (r.study_ids_size() > 0) o["study_ids"] = Json(std::vector<std::string>(r.study_ids().begin(), r.study_ids().end()));
       o["cells"] = Json::array();
       for (const auto& c : r.cells()) {
-        Json e;
-        if (r.study_ids_size() > 0) e["study_id"] = c.study_id();
-        e["gpu"] = c.gpu();
-        e["preset"] = c.preset();
-        e["phase"] = config::PhaseName(c.phase());
-        e["n"] = c.n();
-        e["steps"] = c.steps();
-        e["step_ms_median"] = c.step_ms_median();
-        e["step_ms_p10"] = c.step_ms_p10();
-        e["step_ms_p90"] = c.step_ms_p90();
-        e["step_ms_ci95"] = HasInterval(c) ? Json::array({c.step_ms_ci_lo(), c.step_ms_ci_hi()}) : Json(nullptr);
-        e["interval_method"] = HasInterval(c) ? Json(c.interval_method()) : Json(nullptr);
-        e["speedup_vs_baseline"] = c.has_baseline() ? Json(c.speedup_vs_baseline()) : Json(nullptr);
-        e["speedup_ci95"] = SpeedupCiJson(c.has_speedup_ci(), c.speedup_ci());
-        e["speedup_vs_baseline_gpu"] = c.has_gpu_baseline() ? Json(c.speedup_vs_baseline_gpu()) : Json(nullptr);
-        e["speedup_gpu_ci95"] = SpeedupCiJson(c.has_speedup_gpu_ci(), c.speedup_gpu_ci());
-        if (r.study_ids_size() > 0) {
-          e["speedup_vs_first_study"] = c.has_study_baseline() ? Json(c.speedup_vs_first_study()) : Json(nullptr);
-          e["speedup_study_ci95"] = SpeedupCiJson(c.has_speedup_study_ci(), c.speedup_study_ci());
-        }
-        e["time_source"] = c.time_source();
-        e["categories"] = Json::array();
-        for (const auto& cat : c.categories()) {
-          Json cj;
-          cj["category"] = cat.category();
-          cj["share"] = cat.share();
-          e["categories"].push_back(std::move(cj));
-        }
-        e["metrics"] = MetricsJson(c.metrics());
-        e["stalls"] = StallsJson(c.stalls());
-        e["top_kernels"] = TopKernelsJson(c);
-        e["findings_note"] = c.findings_note().empty() ? Json(nullptr) : Json(c.findings_note());
-        Json notes = Json::array();
-        for (const auto& n : c.notes()) notes.push_back(n);
-        e["notes"] = std::move(notes);
-        o["cells"].push_back(std::move(e));
+        o["cells"].push_back(CompareCellJson(c, r.study_ids_size() > 0));
       }
       return o.dump(2) + "\n";
     }
@@ -409,19 +432,7 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
       if (fresh) note_order.push_back(n);
       it->second.push_back(CellLabel(c));
     }
-    if (c.top_kernels_size() > 0) {
-      absl::StrAppend(&kernels, "  ", CellLabel(c),
-                      c.findings_note().empty() ? "" : absl::StrCat(" (", c.findings_note(), ": by time)"), "\n");
-      for (const auto& k : c.top_kernels()) {
-        absl::StrAppend(&kernels, "    ", Percent(k.share()), "  ", k.category(), "  ", ClipToWidth(k.name(), 70));
-        if (k.priority() > 0) absl::StrAppend(&kernels, "  priority ", Fixed(k.priority(), 3));
-        if (k.has_coverage_pct()) absl::StrAppend(&kernels, "  metrics over ", Percent(k.coverage_pct() / 100));
-        absl::StrAppend(&kernels, "\n");
-        for (const auto& f : k.findings()) {
-          absl::StrAppend(&kernels, "        ", f.rule(), ": ", f.finding(), " (speedup ", Percent(f.speedup()), ")\n");
-        }
-      }
-    }
+    absl::StrAppend(&kernels, CellKernelsText(c));
   }
   const std::string what = cross_study  ? absl::StrCat("studies ", absl::StrJoin(r.study_ids(), ", "))
                            : r.study_id().empty() ? std::string("selected runs")

@@ -53,6 +53,39 @@ std::optional<roofline::Summary> KernelRoofline(const std::map<std::string, Scop
   return s;
 }
 
+// Stall shares from PC sampling when the counters gave none: per-kernel shares, weighted by the
+// kernel's traced time; a reason a kernel has no samples of counts 0 for it.
+std::map<std::string, double> SampledStalls(
+    const std::map<std::string, ScopeValues>& kernel_scopes,
+    const std::unordered_map<std::string, std::pair<int64_t, int64_t>>& traced) {
+  std::vector<std::pair<double, std::map<std::string, double>>> per_kernel;
+  std::set<std::string> reasons;
+  for (const auto& [name, values] : kernel_scopes) {
+    auto it = traced.find(name);
+    const double w = it != traced.end() && it->second.second > 0 ? static_cast<double>(it->second.second) : 1.0;
+    std::map<std::string, double> shares;
+    for (const auto& [metric, v] : values) {
+      if (absl::StartsWith(metric, kPcSampPrefix) && metric != "pcsamp.samples" && metric != "pcsamp.dropped") {
+        shares[metric.substr(sizeof(kPcSampPrefix) - 1)] = v;
+        reasons.insert(metric.substr(sizeof(kPcSampPrefix) - 1));
+      }
+    }
+    if (!shares.empty()) per_kernel.emplace_back(w, std::move(shares));
+  }
+  std::map<std::string, Mean> sampled;
+  for (const auto& [w, shares] : per_kernel) {
+    for (const std::string& r : reasons) {
+      auto it = shares.find(r);
+      sampled[r].Add(it == shares.end() ? 0.0 : it->second, w);
+    }
+  }
+  std::map<std::string, double> out;
+  for (const auto& [reason, mean] : sampled) {
+    if (auto v = mean.Value()) out[reason] = *v;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> PhaseScopes(int phase) {
@@ -156,34 +189,10 @@ RunMetrics ExtractRunMetrics(const std::vector<MetricRow>& metrics, const std::v
       if (auto v = mean.Value()) out.stalls[reason] = *v;
     }
   } else {
-    // PC sampling: per-kernel shares, weighted by the kernel's traced time; a reason a kernel
-    // has no samples of counts 0 for it.
-    std::vector<std::pair<double, std::map<std::string, double>>> per_kernel;
-    std::set<std::string> reasons;
-    for (const auto& [name, values] : kernel_scopes) {
-      auto it = traced.find(name);
-      const double w = it != traced.end() && it->second.second > 0 ? static_cast<double>(it->second.second) : 1.0;
-      std::map<std::string, double> shares;
-      for (const auto& [metric, v] : values) {
-        if (absl::StartsWith(metric, kPcSampPrefix) && metric != "pcsamp.samples" && metric != "pcsamp.dropped") {
-          shares[metric.substr(sizeof(kPcSampPrefix) - 1)] = v;
-          reasons.insert(metric.substr(sizeof(kPcSampPrefix) - 1));
-        }
-      }
-      if (!shares.empty()) per_kernel.emplace_back(w, std::move(shares));
-    }
-    std::map<std::string, Mean> sampled;
-    for (const auto& [w, shares] : per_kernel) {
-      for (const std::string& r : reasons) {
-        auto it = shares.find(r);
-        sampled[r].Add(it == shares.end() ? 0.0 : it->second, w);
-      }
-    }
+    std::map<std::string, double> sampled = SampledStalls(kernel_scopes, traced);
     if (!sampled.empty()) {
       out.stall_source = "pc_sampling";
-      for (const auto& [reason, mean] : sampled) {
-        if (auto v = mean.Value()) out.stalls[reason] = *v;
-      }
+      out.stalls = std::move(sampled);
     }
   }
   out.roofline = KernelRoofline(kernel_scopes, roofs);

@@ -25,10 +25,9 @@ WORKER_NAMES = [
     "(at::TensorIteratorBase&, at::native::CUDAFunctor_add<float> const&)::{lambda(int)#1}>(int, at::native::"
     "gpu_kernel_impl_nocast<at::native::CUDAFunctor_add<float> >(at::TensorIteratorBase&, at::native::CUDAFunctor_add"
     "<float> const&)::{lambda(int)#1})",
-    "void at::native::vectorized_elementwise_kernel<8, at::native::BUnaryFunctor<c10::BFloat16, c10::BFloat16, "
-    "c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, at::native::"
-    "BUnaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, "
-    "std::array<char*, 2ul>)",
+    "void at::native::vectorized_elementwise_kernel<4, at::native::BUnaryFunctor<float, float, float, "
+    "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, at::native::"
+    "BUnaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)",
     "void at::native::vectorized_elementwise_kernel<4, at::native::cos_kernel_cuda(at::TensorIteratorBase&)::"
     "{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul> >"
     "(int, at::native::cos_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda()#2}::"
@@ -45,7 +44,7 @@ def ncu_rows():
 
 
 class NarrowRegex(unittest.TestCase):
-    def test_each_worker_name_matches_its_ncu_twins_and_nothing_else(self):
+    def test_each_worker_name_matches_its_ncu_twins_and_only_other_instantiations_besides(self):
         header, data = ncu_rows()
         names = sorted({r[header.index("Kernel Name")] for r in data})
         for w in WORKER_NAMES:
@@ -53,7 +52,12 @@ class NarrowRegex(unittest.TestCase):
             matched = {n for n in names if re.search(pattern, n)}
             twins = {n for n in names if nc.norm(n) == nc.norm(w)}
             self.assertTrue(twins, w)
-            self.assertEqual(matched, twins, pattern)
+            # The pattern names identifiers only: it also takes in other instantiations of the same
+            # template (nchwToNhwcKernel<..., 0> beside <..., 2>), which the key then tells apart.
+            self.assertLessEqual(twins, matched, pattern)
+            for other in matched - twins:
+                self.assertEqual(nc.norm(other)[0], nc.norm(w)[0], other)
+                self.assertNotEqual(nc.template_numbers(other), nc.template_numbers(w), other)
 
     def test_every_ncu_name_is_matched_by_its_own_pattern_and_plain_names_stay_whole(self):
         header, data = ncu_rows()
@@ -63,6 +67,30 @@ class NarrowRegex(unittest.TestCase):
                          "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc")
         self.assertEqual(nc.demangled_pattern(WORKER_NAMES[1]),
                          "vectorized_elementwise_kernel.*BUnaryFunctor.*binary_internal.*MulFunctor.*array")
+
+
+class KernelKey(unittest.TestCase):
+    BF16_MUL = ("void at::native::vectorized_elementwise_kernel<8, at::native::BUnaryFunctor<c10::BFloat16, "
+                "c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, std::array<char*, "
+                "2ul> >(int, at::native::BUnaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, "
+                "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)")
+
+    def test_the_two_demanglers_spellings_of_one_instantiation_are_one_key(self):
+        self.assertEqual(nc.norm(WORKER_NAMES[3]),
+                         nc.norm("void cudnn::nchwToNhwcKernel<float, float, float, 0, 1, 0>"
+                                 "(cudnn::nchw2nhwc_params_t<T3>, const T1 *, T2 *)"))
+        self.assertEqual(nc.norm("void medprof::meddpm::gn::(anonymous namespace)::medprof_group_norm_stats_nsc"
+                                 "<__nv_bfloat16>(__nv_bfloat16 const*, long, long, long, float2*)"),
+                         nc.norm("void medprof::<unnamed>::medprof_group_norm_stats_nsc<__nv_bfloat16>"
+                                 "(const T1 *, long, long, long, float2 *)"))
+
+    def test_instantiations_that_differ_in_a_numeric_argument_are_different_kernels(self):
+        self.assertNotEqual(nc.norm(WORKER_NAMES[3]), nc.norm(WORKER_NAMES[3].replace(")0>", ")2>")))
+        self.assertEqual(nc.template_numbers(WORKER_NAMES[3]), ("0", "1", "0"))
+        self.assertNotEqual(nc.norm(self.BF16_MUL), nc.norm(WORKER_NAMES[1]))  # vec 8 vs vec 4
+        header, data = ncu_rows()  # the FP32 export has no twin of the BF16 kernel
+        self.assertFalse({n for n in (r[header.index("Kernel Name")] for r in data)
+                          if nc.norm(n) == nc.norm(self.BF16_MUL)})
 
 
 class LaunchesPerStep(unittest.TestCase):
