@@ -1,8 +1,10 @@
 // The legacy Profiling API + Perfworks backend of CounterSession (counter_session.h): the V100
 // path. Compiled when the toolkit ships nvperf_host.h (CUDA 11.x-13.x); its call sequence is the
 // one spec/cupti.md §1.6 lists (CUPTI samples autorange_profiling / userrange_profiling).
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -197,22 +199,37 @@ absl::Status BuildLegacyHostImages(const CounterSessionOptions& o, LegacyHostIma
   return MEDPROF_NVPW_CALL(NVPW_CounterDataBuilder_GetCounterDataPrefix(&gp));
 }
 
+absl::Status InitializeNvpwHost() {
+  static const absl::Status host = [] {
+    NVPW_InitializeHost_Params p{NVPW_InitializeHost_Params_STRUCT_SIZE};
+    return MEDPROF_NVPW_CALL(NVPW_InitializeHost(&p));
+  }();
+  return host;
+}
+
+// MEDPROF_LEGACY_ONE_PASS_REPLAY=user: a one-pass kernel session runs as one user-replay pass
+// spanning every profiled launch (Enable/Disable around each) instead of CUPTI's kernel replay,
+// which saves and restores device memory around each launch. An experiment switch for the train
+// step's stall (docs/metrics.md); unset or any other value keeps kernel replay.
+bool OnePassUserReplayRequested() {
+  const char* v = std::getenv("MEDPROF_LEGACY_ONE_PASS_REPLAY");
+  return v != nullptr && std::string_view(v) == "user";
+}
+
 class LegacySession final : public CounterSession {
  public:
   static absl::StatusOr<std::unique_ptr<LegacySession>> Create(const CounterSessionOptions& o) {
     MEDPROF_RETURN_IF_ERROR(InitializeCuptiProfiler());
-    static const absl::Status host = [] {
-      NVPW_InitializeHost_Params p{NVPW_InitializeHost_Params_STRUCT_SIZE};
-      return MEDPROF_NVPW_CALL(NVPW_InitializeHost(&p));
-    }();
-    MEDPROF_RETURN_IF_ERROR(host);
+    MEDPROF_RETURN_IF_ERROR(InitializeNvpwHost());
     std::unique_ptr<LegacySession> s(new LegacySession(o));
     MEDPROF_RETURN_IF_ERROR(s->Build());
+    s->one_pass_user_ = o.replay == CUPTI_KernelReplay && s->passes_ == 1 && OnePassUserReplayRequested();
     MEDPROF_RETURN_IF_ERROR(s->BeginSession());
     return s;
   }
   ~LegacySession() override {
     if (!session_) return;
+    (void)EndOnePass();  // teardown
     CUpti_Profiler_UnsetConfig_Params u{CUpti_Profiler_UnsetConfig_Params_STRUCT_SIZE};
     u.ctx = o_.ctx;
     (void)cuptiProfilerUnsetConfig(&u);  // teardown
@@ -258,6 +275,7 @@ class LegacySession final : public CounterSession {
     return MEDPROF_CUPTI_CALL(cuptiProfilerPopRange(&p));
   }
   absl::StatusOr<std::vector<RangeValues>> Decode(size_t* dropped) override {
+    MEDPROF_RETURN_IF_ERROR(EndOnePass());
     CUpti_Profiler_FlushCounterData_Params f{CUpti_Profiler_FlushCounterData_Params_STRUCT_SIZE};
     f.ctx = o_.ctx;
     MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiProfilerFlushCounterData(&f)));
@@ -363,7 +381,7 @@ class LegacySession final : public CounterSession {
     b.counterDataScratchBufferSize = scratch_.size();
     b.pCounterDataScratchBuffer = scratch_.data();
     b.range = o_.range;
-    b.replayMode = o_.replay;
+    b.replayMode = one_pass_user_ ? CUPTI_UserReplay : o_.replay;
     b.maxRangesPerPass = o_.max_ranges;
     b.maxLaunchesPerPass = o_.max_ranges;
     MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiProfilerBeginSession(&b)));
@@ -376,28 +394,39 @@ class LegacySession final : public CounterSession {
     s.numNestingLevels = 1;
     s.passIndex = 0;
     s.targetNestingLevel = 1;
-    return MEDPROF_CUPTI_CALL(cuptiProfilerSetConfig(&s));
+    MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiProfilerSetConfig(&s)));
+    if (!one_pass_user_) return absl::OkStatus();
+    CUpti_Profiler_BeginPass_Params bp{CUpti_Profiler_BeginPass_Params_STRUCT_SIZE};
+    bp.ctx = o_.ctx;
+    MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiProfilerBeginPass(&bp)));
+    pass_open_ = true;
+    return absl::OkStatus();
+  }
+
+  // Ends the one user-replay pass (one_pass_user_) before its ranges are read; a no-op otherwise.
+  absl::Status EndOnePass() {
+    if (!pass_open_) return absl::OkStatus();
+    pass_open_ = false;
+    CUpti_Profiler_EndPass_Params e{CUpti_Profiler_EndPass_Params_STRUCT_SIZE};
+    e.ctx = o_.ctx;
+    MEDPROF_RETURN_IF_ERROR(MEDPROF_CUPTI_CALL(cuptiProfilerEndPass(&e)));
+    if (e.allPassesSubmitted == 0) {
+      return absl::InternalError("legacy profiling API: a one-pass configuration still wants passes after its pass");
+    }
+    return absl::OkStatus();
   }
 
   const CounterSessionOptions o_;
   std::vector<uint8_t> config_image_, prefix_, counter_data_, scratch_;
   size_t passes_ = 0;
   bool session_ = false;
+  bool one_pass_user_ = false;  // one user-replay pass over every profiled launch (see above)
+  bool pass_open_ = false;
 };
 
 }  // namespace
 
 bool LegacyCounterApiCompiled() { return true; }
-
-namespace {
-absl::Status InitializeNvpwHost() {
-  static const absl::Status host = [] {
-    NVPW_InitializeHost_Params p{NVPW_InitializeHost_Params_STRUCT_SIZE};
-    return MEDPROF_NVPW_CALL(NVPW_InitializeHost(&p));
-  }();
-  return host;
-}
-}  // namespace
 
 absl::StatusOr<size_t> LegacyConfigPasses(const std::string& chip, const std::vector<std::string>& metrics) {
   MEDPROF_RETURN_IF_ERROR(InitializeNvpwHost());
