@@ -230,12 +230,7 @@ std::string RenderRooflineChart(const RooflineChartSpec& c) {
                     "\" role=\"img\" aria-label=\"", HtmlEscape(c.title), "\">\n", Ticks(a), Ceilings(lines),
                     Marks(c.kernels, c.phases, a, colors), legend, "</svg>\n");
   }
-  if (!c.notes.empty()) {
-    absl::StrAppend(&out, "<ul class=\"chart-notes\">\n");
-    for (const std::string& n : c.notes) absl::StrAppend(&out, "<li>", HtmlEscape(n), "</li>\n");
-    absl::StrAppend(&out, "</ul>\n");
-  }
-  absl::StrAppend(&out, "</figure>\n");
+  absl::StrAppend(&out, FigureEnd(c.notes));
   return out;
 }
 

@@ -123,6 +123,17 @@ std::map<std::string, std::string> ChartColors(const std::vector<std::string>& s
   return out;
 }
 
+std::string FigureEnd(const std::vector<std::string>& notes) {
+  std::string out;
+  if (!notes.empty()) {
+    absl::StrAppend(&out, "<ul class=\"chart-notes\">\n");
+    for (const std::string& n : notes) absl::StrAppend(&out, "<li>", HtmlEscape(n), "</li>\n");
+    absl::StrAppend(&out, "</ul>\n");
+  }
+  absl::StrAppend(&out, "</figure>\n");
+  return out;
+}
+
 std::string HtmlEscape(const std::string& text) {
   std::string out;
   out.reserve(text.size());
@@ -319,12 +330,7 @@ std::string RenderChart(const ChartSpec& c) {
     }
     absl::StrAppend(&out, RenderSvg(c, series, groups));
   }
-  if (!c.notes.empty()) {
-    absl::StrAppend(&out, "<ul class=\"chart-notes\">\n");
-    for (const std::string& n : c.notes) absl::StrAppend(&out, "<li>", HtmlEscape(n), "</li>\n");
-    absl::StrAppend(&out, "</ul>\n");
-  }
-  absl::StrAppend(&out, "</figure>\n");
+  absl::StrAppend(&out, FigureEnd(c.notes));
   return out;
 }
 

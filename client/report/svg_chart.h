@@ -64,4 +64,7 @@ std::string RenderSvg(const ChartSpec& chart, const std::vector<std::string>& se
 // Escapes &, <, >, " and ' for HTML text and attribute values.
 std::string HtmlEscape(const std::string& text);
 
+// The end of a chart's <figure>: its notes as a list (none: no list), then </figure>.
+std::string FigureEnd(const std::vector<std::string>& notes);
+
 }  // namespace medprof::client::report
