@@ -22,13 +22,11 @@ least 95 % of values agreeing and none of the top-3 kernels disagrees on duratio
 warp instructions.
 """
 import argparse
-import csv
-import io
 import json
 import re
 import sys
 
-from ncu_compare import METRICS, UNIT, norm
+from ncu_compare import METRICS, UNIT, norm, read_raw_csv
 
 CORE = ("duration_ns", "sm_cycles", "warp_instructions")
 
@@ -59,12 +57,7 @@ def dims(v):
 
 def load_ncu(path):
     """Every launch in order: (name key, grid, block, values)."""
-    text = open(path, encoding="utf-8", errors="replace").read()
-    rows = list(csv.reader(io.StringIO("\n".join(l for l in text.splitlines() if l.startswith('"')))))
-    if len(rows) < 3:
-        raise SystemExit(f"{path}: no ncu rows (is it ncu --csv --page raw output?)")
-    header, units, data = rows[0], rows[1], rows[2:]
-    idx = {h: i for i, h in enumerate(header)}
+    header, units, data, idx = read_raw_csv(path)
     out = []
     for r in data:
         vals = {}

@@ -167,14 +167,20 @@ def demangled_pattern(demangled):
     return ".*".join(keep)
 
 
-def load_ncu(path):
-    text = open(path, encoding="utf-8", errors="replace").read()
-    lines = [l for l in text.splitlines() if l.startswith('"')]
+def read_raw_csv(path):
+    """An `ncu --csv --page raw` export (ncu's own log lines left out): header, units, data rows, and
+    the header's column index by name."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        lines = [l for l in f.read().splitlines() if l.startswith('"')]
     rows = list(csv.reader(io.StringIO("\n".join(lines))))
     if len(rows) < 3:
         raise SystemExit(f"{path}: no ncu rows (is it ncu --csv --page raw output?)")
     header, units, data = rows[0], rows[1], rows[2:]
-    idx = {h: i for i, h in enumerate(header)}
+    return header, units, data, {h: i for i, h in enumerate(header)}
+
+
+def load_ncu(path):
+    header, units, data, idx = read_raw_csv(path)
     launches = {}  # (name key, grid) -> values of each such launch, in order; (name key, None) -> any grid
     for r in data:
         key = norm(r[idx["Kernel Name"]])

@@ -28,14 +28,12 @@ datasheet (docs/metrics.md "Roofline" has the formulas).
 RUN.jsonl is `medprof-worker --decode run.pb`. Exit 0 when every judged value agrees.
 """
 import argparse
-import csv
-import io
 import json
 import re
 import sys
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from ncu_compare import norm  # noqa: E402
+from ncu_compare import norm, read_raw_csv  # noqa: E402
 
 SASS = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
 TENSOR = {
@@ -115,12 +113,7 @@ def load_run(path):
 
 def load_ncu(path):
     """name key -> summed derived values over the kernel's launches in the export."""
-    text = open(path, encoding="utf-8", errors="replace").read()
-    rows = list(csv.reader(io.StringIO("\n".join(l for l in text.splitlines() if l.startswith('"')))))
-    if len(rows) < 3:
-        raise SystemExit(f"{path}: no ncu rows (is it ncu --csv --page raw output?)")
-    header, units, data = rows[0], rows[1], rows[2:]
-    idx = {h: i for i, h in enumerate(header)}
+    header, units, data, idx = read_raw_csv(path)
     sums = {}
     for r in data:
         raw = {}
