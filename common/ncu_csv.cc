@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "common/kernel_aggregate.h"
 #include "common/kernel_taxonomy.h"
+#include "common/metric_names.h"
 #include "common/roofline.h"
 #include "common/status.h"
 
@@ -289,48 +290,15 @@ bool SplitPrefix(absl::string_view part, double* scale, std::string* base) {
 
 // --------------------------------------------------------------------------- metric names
 
-struct Known {
+// Columns an export may carry that the metric catalog (common/metric_names.h) has no entry for:
+// the worker derives these from their parts instead of counting them.
+struct ExportOnly {
   const char* perfworks;
   const char* name;
   const char* unit;
 };
-
-// docs/metrics.md, metrics layer table (GH100 names). Order = priority among names that feed
-// one medprof name (tensor_pipe_pct: the HMMA+HGMMA+QGMMA metric first, HMMA cycles second).
-constexpr Known kKnown[] = {
-    {"gpu__time_duration.sum", "duration_ns", "ns"},
-    {"sm__cycles_elapsed.avg", "sm_cycles", "cycles"},
-    {"sm__cycles_active.avg", "sm_active_cycles", "cycles"},
-    {"gpc__cycles_elapsed.max", "elapsed_cycles", "cycles"},
-    {"smsp__inst_executed.sum", "warp_instructions", "inst"},
-    {"smsp__thread_inst_executed.sum", "thread_instructions", "inst"},
-    {"sm__inst_executed.avg.per_cycle_active", "ipc", "inst/cycle"},
-    {"smsp__issue_active.avg.pct_of_peak_sustained_active", "issue_active_pct", "%"},
-    {"sm__warps_active.avg.pct_of_peak_sustained_active", "achieved_occupancy_pct", "%"},
-    {"sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
-     "tensor_pipe_pct", "%"},
-    {"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", "tensor_pipe_pct", "%"},
-    {"sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active", "fma_pipe_pct", "%"},
-    {"l1tex__t_sector_hit_rate.pct", "l1_hit_pct", "%"},
-    {"lts__t_sector_hit_rate.pct", "l2_hit_pct", "%"},
-    {"dram__throughput.avg.pct_of_peak_sustained_elapsed", "dram_throughput_pct", "%"},
-    {"dram__bytes_read.sum", "dram_bytes_read", "bytes"},
-    {"dram__bytes_write.sum", "dram_bytes_write", "bytes"},
+constexpr ExportOnly kExportOnly[] = {
     {"dram__bytes.sum", "dram_bytes", "bytes"},
-    {"smsp__average_warp_latency_per_inst_issued.ratio", "cpi", "cycles/inst"},
-    {"sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm_throughput_pct", "%"},
-    {"gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "memory_throughput_pct", "%"},
-    {"l1tex__throughput.avg.pct_of_peak_sustained_active", "l1_throughput_pct", "%"},
-    {"lts__throughput.avg.pct_of_peak_sustained_elapsed", "l2_throughput_pct", "%"},
-    // The roofline's work and traffic (agent/profiler/metric_catalog.cc; per-chip choices there).
-    {"sm__ops_path_tensor_src_tf32_dst_fp32.sum", "flops.tensor_tf32", "flop"},
-    {"sm__ops_path_tensor_src_fp16.sum", "flops.tensor_fp16", "flop"},
-    {"sm__ops_path_tensor_src_fp16_dst_fp32.sum", "flops.tensor_fp16", "flop"},
-    {"sm__ops_path_tensor_src_bf16_dst_fp32.sum", "flops.tensor_bf16", "flop"},
-    {"sm__ops_path_tensor_src_fp8.sum", "flops.tensor_fp8", "flop"},
-    {"l1tex__m_xbar2l1tex_read_bytes.sum", "bytes.l2", "bytes"},
-    {"l1tex__lsu_writeback_active_mem_lg.sum", "l1_writeback_cycles", "cycles"},
-    {"l1tex__lsu_writeback_active.sum", "l1_writeback_cycles", "cycles"},
 };
 
 // Families: prefix + <x> + suffix -> name_prefix + <x>.
@@ -458,10 +426,15 @@ UnitValue NormalizeUnit(double value, std::string_view unit_text) {
 
 MetricMapping MapNcuMetric(std::string_view perfworks_name, std::string_view normalized_unit) {
   const absl::string_view perfworks = A(perfworks_name);
-  int priority = 0;
-  for (const Known& k : kKnown) {
-    if (perfworks == k.perfworks) return {k.name, k.unit, true, priority};
-    ++priority;
+  // The catalog's candidates in order of preference: where several columns feed one name, the
+  // earlier candidate wins (priority = its place among the entry's candidates).
+  for (const metrics::MetricEntry& e : metrics::MetricCatalog()) {
+    for (size_t i = 0; i < e.candidates.size(); ++i) {
+      if (perfworks == e.candidates[i]) return {e.name, e.unit, true, static_cast<int>(i)};
+    }
+  }
+  for (const ExportOnly& k : kExportOnly) {
+    if (perfworks == k.perfworks) return {k.name, k.unit, true, 0};
   }
   for (const Family& f : kFamilies) {
     absl::string_view rest = perfworks;

@@ -1,13 +1,9 @@
-// MetricCatalog: medprof's metric names (docs/metrics.md) and the Perfworks metrics behind them.
-//
-// Each entry names one medprof metric, its unit, the group it is collected with (core,
-// stalls, throughput, sass — the groups of spec/cupti.md §1.3 — and work, the roofline's FLOP
-// counters) and the Perfworks names that
-// can supply it, in order of preference (chips differ: e.g. Hopper's
-// `sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active` excludes HFMA2.MMA, older chips
-// only have the HMMA pipe). Resolve() picks, per chip, the first candidate a validity
-// predicate accepts (the CUPTI host API in metric_validator.h) and records every entry it had
-// to drop with the reason — the metrics layer never fails on one bad name.
+// MetricCatalog resolved per chip: which of each metric's Perfworks candidates (common/
+// metric_names.h, the one table of medprof's metric names) a chip can count. Resolve() picks, per
+// chip, the first candidate a validity predicate accepts (the CUPTI host API in
+// metric_validator.h) and records every entry it had to drop with the reason — the metrics layer
+// never fails on one bad name. Also the combination of profiled launches (medians), the metrics
+// derived from parts, and the packing of metrics into one-pass configurations.
 //
 // Pure data and logic: no CUPTI, no CUDA. Thread-safe (immutable after construction).
 #pragma once
@@ -18,22 +14,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/metric_names.h"
 
 namespace medprof::profiler {
 
-// kWork: the roofline's counters the core set lacks — FLOPs (SASS op counts, Tensor Core ops by
-// input precision) and L2/L1 traffic — counted on every core signature (one launch each: a
-// signature's launches run the same instructions on the same inputs) and on the phase ranges.
-enum class MetricGroup { kCore, kStalls, kThroughput, kSass, kWork };
-const char* MetricGroupName(MetricGroup g);
-
-struct MetricEntry {
-  std::string name;  // medprof name, e.g. "tensor_pipe_pct"
-  std::string unit;  // "ns", "cycles", "inst", "%", "bytes", ...
-  MetricGroup group = MetricGroup::kCore;
-  std::vector<std::string> candidates;  // Perfworks names, preferred first
-  bool percent = false;                 // a 0..100 value: clamped, time-weighted when averaged
-};
+// The catalog's data (medprof names, units, groups, Perfworks candidates) lives in
+// common/metric_names.h, shared with the ncu importer; the profiler names it as its own.
+using metrics::MetricCatalog;
+using metrics::MetricEntry;
+using metrics::MetricGroup;
+using metrics::MetricGroupName;
+using metrics::PmSamplingCatalog;
 
 // A catalog entry resolved for one chip.
 struct ResolvedMetric {
@@ -61,12 +52,6 @@ struct ResolvedCatalog {
 
 // Returns "" when `perfworks` is valid on the chip, else the reason it is not.
 using MetricValidity = std::function<std::string(const std::string& perfworks)>;
-
-// The full catalog of docs/metrics.md, in a fixed order.
-const std::vector<MetricEntry>& MetricCatalog();
-
-// The PM-sampling columns (single-pass set, spec/cupti.md §4.2): medprof name -> candidates.
-const std::vector<MetricEntry>& PmSamplingCatalog();
 
 ResolvedCatalog ResolveCatalog(const std::vector<MetricEntry>& catalog, const std::string& chip,
                                const MetricValidity& valid);
