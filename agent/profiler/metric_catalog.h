@@ -62,8 +62,8 @@ bool SanitizeMetricValue(const ResolvedMetric& m, double* value);
 // The values of several profiled launches of one kernel (medprof name -> value per launch; the
 // metrics layer profiles the same launch in consecutive steps) combined into one record: per
 // metric, the median over the launches that have it (an even count takes the mean of the
-// middle two), so one launch that ran long — a short kernel's replayed launch varied by 13 %
-// between runs on the H200 — does not decide the figure. Adds
+// middle two), so one launch that ran long (short kernels' launches vary by several percent) does
+// not decide the figure. Adds
 // "launch.samples" (the number of launches) and, when two or more launches have duration_ns,
 // "launch.duration_spread_pct" = (max - min) / median * 100, and what DeriveFromParts derives from
 // the medians. No launches -> empty.

@@ -1,7 +1,7 @@
 // Two more U-Net ops through medprof's CUDA kernels under the fused preset (opt3), beside the
 // fused GroupNorm (fused_group_norm.h): the trilinear x2 upsample and the head's kernel-3 conv
-// with few output channels (its backward). Kernels: cuda/volume_kernels.h, which says what the
-// H200 trace showed LibTorch doing with them. LibTorch's ops are the fallback and the reference.
+// with few output channels (its backward). Kernels: cuda/volume_kernels.h, which says what
+// LibTorch's own kernels do with them. LibTorch's ops are the fallback and the reference.
 //
 // Both take 5-D (N, C, D, H, W) tensors; the kernels need x on a CUDA device, FP32 or BF16,
 // channels-last dense (ChannelsLast3d), C a multiple of 4 and 16-byte-aligned data; anything
