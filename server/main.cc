@@ -38,6 +38,8 @@ struct Flags {
   int max_attempts_default = 3;
   int64_t max_result_bytes_per_run = int64_t{512} << 20;
   std::string synchronous = "normal";
+  std::string model_dir;  // "" = <db>.models next to the database (none for :memory:)
+  int64_t max_model_bytes = int64_t{2} << 30;
   std::string tls_cert, tls_key, tls_client_ca;
   int tls_reload_interval_s = 60;
   std::string auth;  // "" = off on loopback, tokens elsewhere
@@ -183,6 +185,8 @@ int Run(const Flags& flags, const sigset_t& signals) {
   options.heartbeat_interval_ms = flags.heartbeat_interval_ms;
   options.max_attempts_default = flags.max_attempts_default;
   options.max_result_bytes_per_run = flags.max_result_bytes_per_run;
+  options.model_dir = flags.model_dir.empty() && flags.db != ":memory:" ? flags.db + ".models" : flags.model_dir;
+  options.max_model_bytes = flags.max_model_bytes;
   if (absl::Status s = options.Validate(); !s.ok()) return Fail(s);
   if (absl::Status s = CheckMetricsListen(flags); !s.ok()) return Fail(s);
   rpc::GrpcServerOptions server_options;
@@ -249,6 +253,9 @@ int Run(const Flags& flags, const sigset_t& signals) {
     kLog.Info("TLS (certificate {})", flags.tls_cert);
   }
   if ((*server)->tls()) kLog.Info("TLS files re-read every {} s (replace them to renew)", flags.tls_reload_interval_s);
+  if (!options.model_dir.empty()) {
+    kLog.Info("user models in {} (at most {} bytes a file)", options.model_dir, options.max_model_bytes);
+  }
   kLog.Info("lease ttl {} ms, heartbeat interval {} ms, max attempts per job {} (default)", options.lease_ttl_ms,
             options.heartbeat_interval_ms, options.max_attempts_default);
   kLog.Info("listening on {}", (*server)->address());
@@ -297,6 +304,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--synchronous", flags.synchronous,
                  "SQLite synchronous level: normal (survives crashes) or full (also power loss)")
+      ->capture_default_str();
+  app.add_option("--model-dir", flags.model_dir,
+                 "directory of uploaded user models (default: <db>.models next to the database; none for :memory:)");
+  app.add_option("--max-model-bytes", flags.max_model_bytes, "largest user model file accepted (1..1 TiB)")
       ->capture_default_str();
   app.add_option("--tls-cert", flags.tls_cert, "PEM server certificate chain (required off loopback)");
   app.add_option("--tls-key", flags.tls_key, "PEM private key of --tls-cert");

@@ -12,6 +12,7 @@
 #include "server/domain/access.h"
 #include "server/domain/agent_registry.h"
 #include "server/domain/core.h"
+#include "server/domain/model_library.h"
 #include "server/domain/query_engine.h"
 #include "server/domain/result_ingest.h"
 #include "server/domain/run_upload.h"
@@ -24,7 +25,8 @@ namespace medprof::server {
 
 class Domain {
  public:
-  // INVALID_ARGUMENT when an option is out of range.
+  // INVALID_ARGUMENT when an option is out of range; opens options.model_dir (created when
+  // missing) when set.
   static absl::StatusOr<std::unique_ptr<Domain>> Create(Store* store, const Clock* clock, DomainOptions options);
 
   AgentRegistry& agents() { return agents_; }
@@ -36,6 +38,7 @@ class Domain {
   RunUploader& uploader() { return uploader_; }
   AccessControl& access() { return access_; }
   TokenService& tokens() { return tokens_; }
+  ModelLibrary& models() { return models_; }
   const DomainOptions& options() const { return core_.options; }
   // Monitoring: ingested rows and query latencies go to `sink` (null = none); it must outlive
   // the Domain. Call before serving.
@@ -44,10 +47,10 @@ class Domain {
   void Shutdown();
 
  private:
-  Domain(Store& store, const Clock& clock, DomainOptions options)
+  Domain(Store& store, const Clock& clock, DomainOptions options, std::unique_ptr<BlobDir> model_blobs)
       : core_(store, clock, options), agents_(core_), scheduler_(core_), ingestor_(core_), studies_(core_),
         queries_(core_), access_(core_), tokens_(store, clock), importer_(core_),
-        uploader_(core_, ingestor_) {}
+        uploader_(core_, ingestor_), model_blobs_(std::move(model_blobs)), models_(core_, model_blobs_.get()) {}
 
   DomainCore core_;
   AgentRegistry agents_;
@@ -59,6 +62,8 @@ class Domain {
   TokenService tokens_;
   RunImporter importer_;
   RunUploader uploader_;
+  std::unique_ptr<BlobDir> model_blobs_;  // null without DomainOptions::model_dir
+  ModelLibrary models_;
 };
 
 }  // namespace medprof::server

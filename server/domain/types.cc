@@ -34,6 +34,10 @@ absl::Status DomainOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("compare_cache_entries: ", compare_cache_entries,
                                                    " is out of range (allowed 0..100000)"));
   }
+  if (max_model_bytes < 1 || max_model_bytes > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-model-bytes: ", max_model_bytes,
+                                                   " is out of range (allowed 1..1099511627776)"));
+  }
   if (query_nice < 0 || query_nice > 19) {
     return absl::InvalidArgumentError(absl::StrCat("query_nice: ", query_nice, " is out of range (allowed 0..19)"));
   }

@@ -48,6 +48,10 @@ struct DomainOptions {
   // timeline; query_pool.h), so that reads cannot take the CPU from writes (default 10; 0..19;
   // 0 = queries run on the calling thread at its priority).
   int query_nice = 10;
+  // User models (model_library.h): the blob directory their files live in ("" = none: model
+  // calls are refused), and the largest file accepted (bytes, default 2 GiB; 1..1 TiB).
+  std::string model_dir;
+  int64_t max_model_bytes = int64_t{2} << 30;
 
   // INVALID_ARGUMENT naming the flag and its range when a value is out of range.
   absl::Status Validate() const;

@@ -16,6 +16,7 @@ namespace {
 constexpr Role kPeople[] = {Role::kAdmin, Role::kSubmit, Role::kRead};
 constexpr Role kWriters[] = {Role::kAdmin, Role::kSubmit};
 constexpr Role kAgents[] = {Role::kAgent};
+constexpr Role kAdmins[] = {Role::kAdmin};
 
 struct MethodRule {
   const char* method;
@@ -42,6 +43,12 @@ const std::vector<MethodRule>& Rules() {
       {"CancelStudy", {std::begin(kWriters), std::end(kWriters)}},
       {"ImportRun", {std::begin(kWriters), std::end(kWriters)}},
       {"UploadRun", {std::begin(kWriters), std::end(kWriters)}},
+      // ModelService (proto/medprof/v1/models.proto)
+      {"ListModels", {std::begin(kPeople), std::end(kPeople)}},
+      {"HasModel", {std::begin(kWriters), std::end(kWriters)}},
+      {"UploadModel", {std::begin(kWriters), std::end(kWriters)}},
+      {"DeleteModel", {std::begin(kAdmins), std::end(kAdmins)}},
+      {"FetchModel", {std::begin(kAgents), std::end(kAgents)}},
       // AgentService
       {"Register", {std::begin(kAgents), std::end(kAgents)}},
       {"Heartbeat", {std::begin(kAgents), std::end(kAgents)}},

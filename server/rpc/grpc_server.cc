@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "server/rpc/model_service.h"
 #include "server/rpc/services.h"
 #include "server/rpc/tls_reloader.h"
 
@@ -112,6 +113,7 @@ absl::Status GrpcServer::Start(Domain* domain) {
   authenticator_ = std::make_unique<Authenticator>(auth_mode_, &domain->tokens());
   medprof_service_ = std::make_unique<MedprofServiceImpl>(*domain, *authenticator_);
   agent_service_ = std::make_unique<AgentServiceImpl>(*domain, *authenticator_);
+  model_service_ = std::make_unique<ModelServiceImpl>(*domain, *authenticator_);
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (tls()) {
     // gRPC watches the reloader's checked copies (every second: local files); the reloader
@@ -136,6 +138,7 @@ absl::Status GrpcServer::Start(Domain* domain) {
   builder.AddListeningPort(address_.ToString(), creds, &port_);
   builder.RegisterService(medprof_service_.get());
   builder.RegisterService(agent_service_.get());
+  builder.RegisterService(model_service_.get());
   builder.SetMaxReceiveMessageSize(options_.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(64 << 20);
   // Agents behind NAT send keepalive pings on their long-lived calls; allow them.

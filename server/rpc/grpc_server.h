@@ -35,6 +35,7 @@ namespace medprof::server::rpc {
 
 class MedprofServiceImpl;
 class AgentServiceImpl;
+class ModelServiceImpl;
 class TlsReloader;
 
 struct GrpcServerOptions {
@@ -107,6 +108,7 @@ class GrpcServer {
   std::unique_ptr<Authenticator> authenticator_;
   std::unique_ptr<MedprofServiceImpl> medprof_service_;
   std::unique_ptr<AgentServiceImpl> agent_service_;
+  std::unique_ptr<ModelServiceImpl> model_service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

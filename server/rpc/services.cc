@@ -5,27 +5,11 @@
 
 #include "common/status.h"
 #include "server/rpc/convert.h"
+#include "server/rpc/handle.h"
 #include "server/rpc/import_convert.h"
 #include "server/rpc/status_mapping.h"
 
 namespace medprof::server::rpc {
-namespace {
-
-// Authenticates the call of `method` (token and role; auth.h), runs `call(ctx)` (returning
-// absl::StatusOr<T>) with the caller's CallContext, and on success stores `convert(value)` in
-// `out`. Checks of the objects a request names go first in `call`, through AccessControl.
-template <typename Call, typename Convert, typename Out>
-grpc::Status Handle(Authenticator& auth, grpc::ServerContext* context, const char* method, Call call,
-                    Convert convert, Out* out) {
-  absl::StatusOr<CallContext> ctx = auth.Authenticate(context, method);
-  if (!ctx.ok()) return ToGrpcStatus(ctx.status(), method);
-  auto result = call(*ctx);
-  if (!result.ok()) return ToGrpcStatus(result.status(), method);
-  *out = convert(*result);
-  return grpc::Status::OK;
-}
-
-}  // namespace
 
 // ---------------------------------------------------------------- MedprofService
 
@@ -35,6 +19,7 @@ grpc::Status MedprofServiceImpl::SubmitStudy(grpc::ServerContext* ctx, const v1:
       auth_, ctx, "SubmitStudy",
       [&](const CallContext& call) -> absl::StatusOr<SubmitStudyResult> {
         MEDPROF_RETURN_IF_ERROR(auth_.CountSubmission(call));
+        if (req->config().has_model()) MEDPROF_RETURN_IF_ERROR(domain_.models().CheckReference(call, req->config().model()));
         return domain_.studies().SubmitStudy(call, FromProto(*req));
       },
       [](const SubmitStudyResult& r) { return ToProto(r); }, resp);

@@ -331,6 +331,21 @@ CREATE TRIGGER run_findings_revise_delete AFTER DELETE ON run_findings
   BEGIN UPDATE studies SET revision = revision + 1 WHERE study_id = (SELECT study_id FROM runs WHERE run_id = OLD.run_id); END;
 )sql";
 
+// Version 8: user models (issue 21). The files live in a blob directory next to the database,
+// named by their SHA-256 (common/blob_dir.h); a row per (project, model) says who may use it.
+constexpr char kV8[] = R"sql(
+CREATE TABLE models (
+  project         TEXT NOT NULL,
+  sha256          TEXT NOT NULL,
+  file_name       TEXT NOT NULL,
+  size_bytes      INTEGER NOT NULL,
+  uploader        TEXT NOT NULL DEFAULT '',
+  created_unix_ms INTEGER NOT NULL,
+  PRIMARY KEY (project, sha256)
+);
+CREATE INDEX models_by_sha256 ON models(sha256);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& Migrations() {
@@ -342,6 +357,7 @@ const std::vector<Migration>& Migrations() {
       {5, "bytes of worker records stored per run", kV5},
       {6, "launch signatures per kernel", kV6},
       {7, "study revision: bumped by triggers on every change compare can see", kV7},
+      {8, "user models: a row per project and content hash (files in a blob directory)", kV8},
   };
   return migrations;
 }

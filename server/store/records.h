@@ -202,6 +202,17 @@ struct TimelinePart {
   std::string body_json;
 };
 
+// One user model a project may use (models table, schema version 8). The file itself is in the
+// server's blob directory under `sha256`; several projects may hold rows for one file.
+struct ModelRecord {
+  std::string project;
+  std::string sha256;             // 64 lowercase hex digits
+  std::string file_name;          // as uploaded, without directories
+  int64_t size_bytes = 0;
+  std::string uploader;           // token id of the uploader ("" without tokens)
+  int64_t created_unix_ms = 0;
+};
+
 // One bearer token (tokens table, schema version 4). The secret itself is never stored: only
 // `hash` = hex SHA-256(salt || secret), with a random per-token salt.
 struct TokenRecord {

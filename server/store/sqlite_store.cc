@@ -28,10 +28,10 @@ namespace {
 
 const Logger kStoreLog("store");
 
-constexpr std::array<absl::string_view, 17> kTables = {
+constexpr std::array<absl::string_view, 18> kTables = {
     "schema_version", "agents",    "agent_devices", "agent_labels", "studies",     "jobs",   "runs",
     "run_chunks",     "run_steps", "run_ops",       "run_kernels",  "run_metrics", "events", "tokens",
-    "run_findings", "run_timelines", "run_kernel_signatures"};
+    "run_findings", "run_timelines", "run_kernel_signatures", "models"};
 
 std::string JoinInts(const std::vector<int>& v) { return absl::StrJoin(v, ","); }
 
@@ -158,6 +158,19 @@ constexpr char kEventCols[] =
 
 constexpr char kTokenCols[] =
     "token_id, salt, hash, role, project, agent_name, note, created_unix_ms, revoked_unix_ms";
+
+constexpr char kModelCols[] = "project, sha256, file_name, size_bytes, uploader, created_unix_ms";
+
+ModelRecord ReadModel(const Statement& st) {
+  ModelRecord m;
+  m.project = st.Text(0);
+  m.sha256 = st.Text(1);
+  m.file_name = st.Text(2);
+  m.size_bytes = st.Int(3);
+  m.uploader = st.Text(4);
+  m.created_unix_ms = st.Int(5);
+  return m;
+}
 
 TokenRecord ReadToken(const Statement& st) {
   TokenRecord t;
@@ -752,6 +765,46 @@ class SqliteTx : public StoreTx {
     MEDPROF_RETURN_IF_ERROR(st->BindAll(token_id, revoked_unix_ms));
     MEDPROF_RETURN_IF_ERROR(st->Run());
     return true;
+  }
+
+  absl::StatusOr<bool> InsertModel(const ModelRecord& m) override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(
+        "INSERT OR IGNORE INTO models (project, sha256, file_name, size_bytes, uploader, created_unix_ms) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(m.project, m.sha256, m.file_name, m.size_bytes, m.uploader, m.created_unix_ms));
+    MEDPROF_RETURN_IF_ERROR(st->Run());
+    return db_.Changes() > 0;
+  }
+
+  absl::StatusOr<std::optional<ModelRecord>> GetModel(const std::string& project, const std::string& sha256) override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(absl::StrCat(
+        "SELECT ", kModelCols, " FROM models WHERE project = ?1 AND sha256 = ?2")));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(project, sha256));
+    MEDPROF_ASSIGN_OR_RETURN(bool row, st->Step());
+    if (!row) return std::optional<ModelRecord>();
+    return std::optional<ModelRecord>(ReadModel(*st));
+  }
+
+  absl::StatusOr<std::vector<ModelRecord>> ListModels(const std::string& project) override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare(absl::StrCat(
+        "SELECT ", kModelCols, " FROM models WHERE ?1 = '' OR project = ?1 ORDER BY created_unix_ms DESC, sha256")));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(project));
+    return Collect<ModelRecord>(*st, ReadModel);
+  }
+
+  absl::StatusOr<int> DeleteModel(const std::string& project, const std::string& sha256) override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st,
+                             db_.Prepare("DELETE FROM models WHERE sha256 = ?2 AND (?1 = '' OR project = ?1)"));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(project, sha256));
+    MEDPROF_RETURN_IF_ERROR(st->Run());
+    return db_.Changes();
+  }
+
+  absl::StatusOr<int> CountModelRows(const std::string& sha256) override {
+    MEDPROF_ASSIGN_OR_RETURN(ScopedStatement st, db_.Prepare("SELECT COUNT(*) FROM models WHERE sha256 = ?1"));
+    MEDPROF_RETURN_IF_ERROR(st->BindAll(sha256));
+    MEDPROF_ASSIGN_OR_RETURN(bool row, st->Step());
+    return row ? static_cast<int>(st->Int(0)) : 0;
   }
 
   absl::StatusOr<int64_t> CountRows(std::string_view table) override {

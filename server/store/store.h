@@ -130,6 +130,18 @@ class StoreTx {
   // Sets revoked_unix_ms when the token is not revoked yet; false when there is no such token.
   virtual absl::StatusOr<bool> RevokeToken(const std::string& token_id, int64_t revoked_unix_ms) = 0;
 
+  // ---- user models (schema version 8)
+  // Inserts the row; false (and nothing written) when (project, sha256) is already there.
+  virtual absl::StatusOr<bool> InsertModel(const ModelRecord& model) = 0;
+  virtual absl::StatusOr<std::optional<ModelRecord>> GetModel(const std::string& project,
+                                                              const std::string& sha256) = 0;
+  // The models of `project` ("" = every project), newest first.
+  virtual absl::StatusOr<std::vector<ModelRecord>> ListModels(const std::string& project) = 0;
+  // Removes the rows of `sha256` in `project` ("" = every project); returns how many.
+  virtual absl::StatusOr<int> DeleteModel(const std::string& project, const std::string& sha256) = 0;
+  // Rows (in any project) that still name `sha256`.
+  virtual absl::StatusOr<int> CountModelRows(const std::string& sha256) = 0;
+
   // Rows in one of the store's tables (admin and tests); INVALID_ARGUMENT for other names.
   virtual absl::StatusOr<int64_t> CountRows(std::string_view table) = 0;
 };

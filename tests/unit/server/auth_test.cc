@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "medprof/v1/models.grpc.pb.h"
 #include "medprof/v1/service.grpc.pb.h"
 #include "server/domain/limits.h"
 #include "server/rpc/grpc_server.h"
@@ -124,6 +125,26 @@ TEST(AuthTable, EveryRpcOfBothServicesIsListed) {
     }
   }
   EXPECT_TRUE(MethodRoles("DropDatabase").empty());
+}
+
+// Models as studies: a read token lists but cannot upload, only admins delete, only agents fetch.
+TEST(AuthTable, ModelServiceRolesAreThoseOfStudies) {
+  const google::protobuf::ServiceDescriptor* service =
+      v1::HasModelRequest::descriptor()->file()->FindServiceByName("ModelService");
+  ASSERT_NE(service, nullptr);
+  const std::map<std::string, std::vector<Role>> expected = {
+      {"HasModel", {Role::kAdmin, Role::kSubmit}},
+      {"UploadModel", {Role::kAdmin, Role::kSubmit}},
+      {"ListModels", {Role::kAdmin, Role::kSubmit, Role::kRead}},
+      {"DeleteModel", {Role::kAdmin}},
+      {"FetchModel", {Role::kAgent}},
+  };
+  ASSERT_EQ(service->method_count(), static_cast<int>(expected.size()));
+  for (int i = 0; i < service->method_count(); ++i) {
+    const std::string name = service->method(i)->name();
+    ASSERT_TRUE(expected.contains(name)) << name;
+    EXPECT_EQ(MethodRoles(name), expected.at(name)) << name;
+  }
 }
 
 TEST(AuthHeader, MissingOrMalformedHeadersAreUnauthenticated) {
