@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "client/roofline_view.h"
 #include "common/request_limits.h"
+#include "common/sha256.h"
 #include "common/status.h"
 #include "common/token_text.h"
 #include "common/version.h"
@@ -28,7 +29,7 @@ namespace medprof::client {
 namespace {
 
 constexpr char kCommandList[] =
-    "submit|watch|studies|runs|run|agents|cancel|compare|kernels|diff|export|report|import-ncu|upload|roofline";
+    "submit|watch|studies|runs|run|agents|models|cancel|compare|kernels|diff|export|report|import-ncu|upload|roofline";
 
 absl::Status Usage(absl::string_view message) { return absl::InvalidArgumentError(message); }
 
@@ -302,6 +303,28 @@ Subcommand AddAgents(CLI::App* app) {
   return {agents, [format]() -> absl::StatusOr<CommandBody> {
             AgentsCommand cmd;
             MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(*format, kAllFormats, "agents"));
+            return CommandBody(std::move(cmd));
+          }};
+}
+
+Subcommand AddModels(CLI::App* app) {
+  struct Flags { std::string format = "table", sha256; };
+  auto f = std::make_shared<Flags>();
+  CLI::App* models = app->add_subcommand("models", "list the user models of your project (models delete SHA256: admin)");
+  models->require_subcommand(0, 1);
+  AddFormat(models, &f->format, "table|json|csv");
+  CLI::App* del = models->add_subcommand("delete", "remove a model from your project (admin tokens)");
+  del->add_option("SHA256", f->sha256, "the model's hash as `medprof models` shows it")->required();
+  return {models, [f, del]() -> absl::StatusOr<CommandBody> {
+            if (del->parsed()) {
+              if (!IsSha256Hex(f->sha256)) {
+                return Usage(absl::StrCat("models delete: '", f->sha256,
+                                          "' is not a SHA-256 (allowed: 64 lowercase hex digits)"));
+              }
+              return CommandBody(DeleteModelCommand{f->sha256});
+            }
+            ModelsCommand cmd;
+            MEDPROF_ASSIGN_OR_RETURN(cmd.format, ParseFormat(f->format, kAllFormats, "models"));
             return CommandBody(std::move(cmd));
           }};
 }
@@ -737,8 +760,8 @@ absl::StatusOr<Command> ParseCommandLine(const std::vector<std::string>& argv, c
   // In the order `--help` lists them.
   const std::vector<Subcommand> commands = {
       AddSubmit(&app), AddWatch(&app),   AddStudies(&app),   AddRuns(&app),   AddRun(&app),
-      AddAgents(&app), AddCancel(&app),  AddCompare(&app),   AddUpload(&app), AddImportNcu(&app),
-      AddReport(&app), AddKernels(&app), AddRoofline(&app), AddDiff(&app),      AddExport(&app)};
+      AddAgents(&app), AddModels(&app),  AddCancel(&app),   AddCompare(&app), AddUpload(&app), AddImportNcu(&app),
+      AddReport(&app), AddKernels(&app), AddRoofline(&app), AddDiff(&app),    AddExport(&app)};
 
   Command out;
   MEDPROF_ASSIGN_OR_RETURN(std::optional<std::string> print, RunParser(app, argv));

@@ -2,7 +2,7 @@
 //
 // ParseCommandLine turns argv (and the environment, through an injected lookup) into one
 // Command: the connection settings plus one command body (submit, watch, studies, runs, run,
-// agents, cancel, compare, kernels classify) or a text to print (--help, --version). Every
+// agents, models, cancel, compare, kernels classify) or a text to print (--help, --version). Every
 // refusal is INVALID_ARGUMENT with a message naming the flag and its allowed values, e.g.
 // "--format: 'xml' is not a format (allowed: table|json|csv)"; the caller exits 1 with it.
 // Workload flags are checked with the same rules the server applies (common/workload_config.h),
@@ -96,6 +96,14 @@ struct AgentsCommand {
   OutputFormat format = OutputFormat::kTable;
 };
 
+// `medprof models [--format F]`: the user models of the caller's project.
+struct ModelsCommand {
+  OutputFormat format = OutputFormat::kTable;
+};
+// `medprof models delete SHA256` (admin tokens): the model leaves the caller's project.
+struct DeleteModelCommand {
+  std::string sha256;
+};
 // `medprof cancel STUDY [--reason TEXT]`.
 struct CancelCommand {
   v1::CancelStudyRequest request;
@@ -185,7 +193,8 @@ struct PrintCommand {
 using CommandBody = std::variant<SubmitCommand, WatchCommand, StudiesCommand, RunsCommand,
                                  RunCommand, AgentsCommand, CancelCommand, CompareCommand,
                                  ClassifyCommand, PrintCommand, ReportCommand, ImportNcuCommand, KernelsCommand,
-                                 DiffCommand, ExportCommand, UploadCommand, RooflineCommand>;
+                                 DiffCommand, ExportCommand, UploadCommand, RooflineCommand, ModelsCommand,
+                                 DeleteModelCommand>;
 
 struct Command {
   ConnectionOptions connection;

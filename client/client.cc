@@ -120,7 +120,8 @@ std::unique_ptr<MedprofClient> MedprofClient::ForChannel(std::shared_ptr<grpc::C
 MedprofClient::MedprofClient(std::shared_ptr<grpc::Channel> channel, ConnectionOptions options)
     : options_(std::move(options)),
       channel_(std::move(channel)),
-      stub_(v1::MedprofService::NewStub(channel_)) {}
+      stub_(v1::MedprofService::NewStub(channel_)),
+      model_stub_(v1::ModelService::NewStub(channel_)) {}
 
 void MedprofClient::Prepare(grpc::ClientContext* context, bool with_deadline) const {
   if (with_deadline) {
@@ -246,6 +247,65 @@ absl::StatusOr<v1::ListAgentsResponse> MedprofClient::ListAgents() {
   Prepare(&ctx, true);
   v1::ListAgentsResponse response;
   if (absl::Status s = Map(stub_->ListAgents(&ctx, v1::ListAgentsRequest(), &response), "ListAgents"); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::HasModelResponse> MedprofClient::HasModel(const std::string& sha256) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::HasModelRequest request;
+  request.set_sha256(sha256);
+  v1::HasModelResponse response;
+  if (absl::Status s = Map(model_stub_->HasModel(&ctx, request, &response), "HasModel"); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::UploadModelResponse> MedprofClient::UploadModel(const std::string& path, const v1::ModelRef& model,
+                                                                   uint64_t offset) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in || !in.seekg(static_cast<std::streamoff>(offset))) {
+    return absl::InvalidArgumentError(absl::StrCat("--model: cannot read '", path, "' from byte ", offset));
+  }
+  grpc::ClientContext ctx;
+  Prepare(&ctx, false);
+  v1::UploadModelResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::UploadModelChunk>> writer = model_stub_->UploadModel(&ctx, &response);
+  v1::UploadModelChunk chunk;
+  chunk.set_sha256(model.sha256());
+  chunk.set_file_name(model.file_name());
+  chunk.set_size_bytes(model.size_bytes());
+  std::string buffer(size_t{1} << 20, '\0');
+  for (uint64_t at = offset; at < model.size_bytes();) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const auto got = static_cast<size_t>(in.gcount());
+    if (got == 0) break;  // the file shrank: the server says how many bytes it lacks
+    chunk.set_offset(at);
+    chunk.set_data(buffer.data(), got);
+    if (!writer->Write(chunk)) break;  // the server ended the call: Finish() says why
+    at += got;
+  }
+  writer->WritesDone();
+  if (absl::Status s = Map(writer->Finish(), "UploadModel"); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<v1::ListModelsResponse> MedprofClient::ListModels() {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::ListModelsResponse response;
+  if (absl::Status s = Map(model_stub_->ListModels(&ctx, v1::ListModelsRequest(), &response), "ListModels"); !s.ok()) {
+    return s;
+  }
+  return response;
+}
+
+absl::StatusOr<v1::DeleteModelResponse> MedprofClient::DeleteModel(const std::string& sha256) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, true);
+  v1::DeleteModelRequest request;
+  request.set_sha256(sha256);
+  v1::DeleteModelResponse response;
+  if (absl::Status s = Map(model_stub_->DeleteModel(&ctx, request, &response), "DeleteModel"); !s.ok()) return s;
   return response;
 }
 

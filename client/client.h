@@ -1,4 +1,5 @@
-// MedprofClient: typed calls to a medprof server's MedprofService, returning absl::Status.
+// MedprofClient: typed calls to a medprof server's MedprofService (and its ModelService, on the
+// same channel), returning absl::Status.
 //
 // Connect() decides the transport from the address: plaintext only to loopback (localhost,
 // 127.0.0.0/8, [::1], unix:PATH) without --tls-ca; TLS otherwise, verified against --tls-ca
@@ -23,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "client/cli.h"
+#include "medprof/v1/models.grpc.pb.h"
 #include "medprof/v1/service.grpc.pb.h"
 
 namespace medprof::client {
@@ -64,6 +66,15 @@ class MedprofClient {
   absl::StatusOr<v1::ImportRunResponse> ImportRun(const v1::ImportRunRequest& request);
   absl::StatusOr<v1::UploadRunResponse> UploadRun(const v1::UploadRunRequest& request);
 
+  // User models (proto/medprof/v1/models.proto).
+  absl::StatusOr<v1::HasModelResponse> HasModel(const std::string& sha256);
+  // Streams `path` from `offset` in 1 MiB chunks naming `model` (no deadline: files are large).
+  // INVALID_ARGUMENT when the file cannot be read.
+  absl::StatusOr<v1::UploadModelResponse> UploadModel(const std::string& path, const v1::ModelRef& model,
+                                                      uint64_t offset);
+  absl::StatusOr<v1::ListModelsResponse> ListModels();
+  absl::StatusOr<v1::DeleteModelResponse> DeleteModel(const std::string& sha256);
+
   // Streams the study's events in order to `on_event` (called on this thread). Returns OK
   // after the event with study_finished; UNAVAILABLE when the stream ends before it (server
   // restart, network loss) — the caller may call again: the server replays from the start.
@@ -80,6 +91,7 @@ class MedprofClient {
   ConnectionOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::MedprofService::Stub> stub_;
+  std::unique_ptr<v1::ModelService::Stub> model_stub_;
 };
 
 }  // namespace medprof::client

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "client/format.h"
+#include "client/models.h"
 #include "client/import_ncu.h"
 #include "client/progress.h"
 #include "client/query_format.h"
@@ -119,15 +120,14 @@ int WatchToEnd(MedprofClient& client, const std::string& study_id, OutputFormat 
 }
 
 int DoSubmit(const SubmitCommand& cmd, MedprofClient& client, const CliIo& io, const WatchPolicy& policy) {
-  if (cmd.request.config().has_model()) {
-    // The flag is shared with medprof-worker (common/workload_flags.h); the server side (upload by
-    // content hash, blob store, agents fetching the file) is not built yet, and a job must never
-    // carry this machine's path to a node.
-    *io.err << "medprof: --model: the server does not take user models yet; run one on a node with "
-               "medprof-worker --model FILE\n";
-    return kExitUsage;
+  v1::SubmitStudyRequest request = cmd.request;
+  if (request.config().has_model()) {
+    // The job carries the model's hash, never this machine's path: agents fetch it by hash.
+    absl::StatusOr<v1::ModelRef> model = DeliverModel(client, request.config().model(), *io.err);
+    if (!model.ok()) return ServerError(io, model.status());
+    *request.mutable_config()->mutable_model() = *std::move(model);
   }
-  absl::StatusOr<v1::SubmitStudyResponse> r = client.SubmitStudy(cmd.request);
+  absl::StatusOr<v1::SubmitStudyResponse> r = client.SubmitStudy(request);
   if (!r.ok()) return ServerError(io, r.status());
   // JSON keeps warnings in its document; table and CSV print them to stderr.
   if (cmd.format != OutputFormat::kJson) {
@@ -392,6 +392,16 @@ int Execute(const Command& command, MedprofClient* client, const CliIo& io, cons
             return PrintOr(io, client->ListAgents(), [&](const auto& r) {
               return FormatAgents(r, c.format, absl::ToUnixMillis(absl::Now()));
             });
+          },
+          [&](const ModelsCommand& c) {
+            return PrintOr(io, client->ListModels(), [&](const auto& r) { return FormatModels(r, c.format); });
+          },
+          [&](const DeleteModelCommand& c) {
+            auto r = client->DeleteModel(c.sha256);
+            if (!r.ok()) return ServerError(io, r.status());
+            *io.out << "model " << c.sha256 << " removed from the project"
+                    << (r->file_removed() ? " (no project names it: the file is gone)" : "") << "\n";
+            return kExitOk;
           },
           [&](const CancelCommand& c) {
             auto r = client->CancelStudy(c.request);

@@ -265,7 +265,7 @@ TEST(CliGlobal, VersionAndHelpPrintWithoutAServer) {
 TEST(CliGlobal, MissingOrUnknownCommand) {
   EXPECT_THAT(UsageError({}),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("missing command (allowed: submit|watch|studies|runs|run|agents|cancel|compare|"),
+                       AllOf(HasSubstr("missing command (allowed: submit|watch|studies|runs|run|agents|models|cancel|compare|"),
                              HasSubstr("|kernels|diff|export"))));
   EXPECT_THAT(UsageError({"explode"}), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("explode")));
   EXPECT_THAT(UsageError({"kernels"}),

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "client/format.h"
+#include "common/sha256.h"
 #include "common/version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -181,12 +182,56 @@ v1::StudyEvent Finished(int64_t id) {
   return e;
 }
 
+// A ModelService holding files in memory by hash, with an interrupted upload to resume.
+class ScriptedModels final : public v1::ModelService::Service {
+ public:
+  std::mutex mu;
+  std::map<std::string, std::string> files;    // complete, by sha256
+  std::map<std::string, std::string> partial;  // received so far, by sha256
+  int uploads = 0;
+
+  grpc::Status HasModel(grpc::ServerContext*, const v1::HasModelRequest* req, v1::HasModelResponse* resp) override {
+    std::lock_guard lock(mu);
+    resp->set_present(files.contains(req->sha256()));
+    if (!resp->present() && partial.contains(req->sha256())) resp->set_resume_offset(partial[req->sha256()].size());
+    return grpc::Status::OK;
+  }
+  grpc::Status UploadModel(grpc::ServerContext*, grpc::ServerReader<v1::UploadModelChunk>* reader,
+                           v1::UploadModelResponse* resp) override {
+    std::lock_guard lock(mu);
+    ++uploads;
+    v1::UploadModelChunk chunk;
+    while (reader->Read(&chunk)) {
+      std::string& got = partial[chunk.sha256()];
+      if (chunk.offset() != got.size()) return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "offset");
+      got += chunk.data();
+      resp->set_bytes_received(resp->bytes_received() + chunk.data().size());
+      resp->mutable_model()->set_sha256(chunk.sha256());
+    }
+    files[resp->model().sha256()] = partial[resp->model().sha256()];
+    return grpc::Status::OK;
+  }
+  grpc::Status ListModels(grpc::ServerContext*, const v1::ListModelsRequest*, v1::ListModelsResponse* resp) override {
+    std::lock_guard lock(mu);
+    for (const auto& [sha, bytes] : files) {
+      v1::ModelInfo* m = resp->add_models();
+      m->set_sha256(sha);
+      m->set_file_name("denoiser.pt");
+      m->set_size_bytes(bytes.size());
+      m->set_project("lab-a");
+      m->set_created_unix_ms(1764892800000);  // 2025-12-05 00:00:00 UTC
+    }
+    return grpc::Status::OK;
+  }
+};
+
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     builder.RegisterService(&service_);
+    builder.RegisterService(&models_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port_, 0);
@@ -246,6 +291,7 @@ class CliTest : public ::testing::Test {
   }
 
   ScriptedService service_;
+  ScriptedModels models_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;
@@ -270,14 +316,41 @@ TEST_F(CliTest, SubmitSendsOnlyTypedFieldsAndPrintsTheStudy) {
   EXPECT_EQ(service_.last_authorization, "");
 }
 
-// Until the server takes user models, submit refuses --model before any call: a job must never
-// carry this machine's path to a node.
-TEST_F(CliTest, SubmitRefusesAUserModelTheServerCannotTakeYet) {
+// submit --model asks the server first, uploads only a missing file (resuming an interrupted
+// upload), and submits the hash and name without this machine's path.
+TEST_F(CliTest, SubmitUploadsAModelOncePerContentAndSendsNoLocalPath) {
   const std::string path = ::testing::TempDir() + "/cli_model.pt";
-  std::ofstream(path) << "model";
-  EXPECT_EQ(Run({"--server", address_, "submit", "--presets", "baseline", "--model", path}), kExitUsage);
-  EXPECT_THAT(err_.str(), HasSubstr("--model: the server does not take user models yet"));
-  EXPECT_FALSE(service_.last_submit.has_config());
+  const std::string bytes(3u << 20, 'm');  // three chunks
+  std::ofstream(path, std::ios::binary) << bytes;
+  const std::string sha = Sha256Hex(bytes);
+  models_.partial[sha] = bytes.substr(0, 1000);  // an interrupted upload
+  EXPECT_EQ(Run({"--server", address_, "submit", "--presets", "baseline", "--model", path}), kExitOk);
+  EXPECT_THAT(err_.str(), HasSubstr("uploaded " + std::to_string(bytes.size() - 1000) + " bytes (resumed at byte 1000)"));
+  EXPECT_EQ(models_.files[sha], bytes);
+  const v1::ModelRef& sent = service_.last_submit.config().model();
+  EXPECT_EQ(sent.sha256(), sha);
+  EXPECT_EQ(sent.file_name(), "cli_model.pt");
+  EXPECT_EQ(sent.size_bytes(), bytes.size());
+  EXPECT_EQ(sent.local_path(), "");
+
+  err_.str("");
+  EXPECT_EQ(Run({"--server", address_, "submit", "--presets", "opt2", "--model", path}), kExitOk);
+  EXPECT_THAT(err_.str(), HasSubstr("is already on the server: nothing uploaded"));
+  EXPECT_EQ(models_.uploads, 1);
+  EXPECT_EQ(service_.last_submit.config().model().sha256(), sha);
+}
+
+TEST_F(CliTest, ModelsListsInEveryFormatAndDeleteChecksTheHash) {
+  models_.files[std::string(64, 'a')] = "12345";
+  EXPECT_EQ(Run({"--server", address_, "models"}), kExitOk);
+  EXPECT_EQ(out_.str(), "SHA256" + std::string(60, ' ') + "FILE         BYTES  PROJECT  UPLOADER  CREATED (UTC)\n" +
+                            std::string(64, 'a') + "  denoiser.pt      5  lab-a    -         2025-12-05 00:00:00\n");
+  out_.str("");
+  EXPECT_EQ(Run({"--server", address_, "models", "--format", "csv"}), kExitOk);
+  EXPECT_EQ(out_.str(), "sha256,file_name,size_bytes,project,uploader,created_unix_ms\n" + std::string(64, 'a') +
+                            ",denoiser.pt,5,lab-a,,1764892800000\n");
+  EXPECT_EQ(Run({"--server", address_, "models", "delete", "XYZ"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("models delete: 'XYZ' is not a SHA-256"));
 }
 
 TEST_F(CliTest, SubmitJsonKeepsWarningsInTheDocument) {
