@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -47,16 +48,19 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Create(AgentConfig config, std::un
     return absl::InvalidArgumentError("Agent::Create: drain_timeout_ms must be >= 1");
   MEDPROF_RETURN_IF_ERROR(ValidateBackoffOptions(config.register_backoff));
   MEDPROF_RETURN_IF_ERROR(ValidateBackoffOptions(config.uploader.backoff));
-  return std::unique_ptr<Agent>(
-      new Agent(std::move(config), std::move(work_dir), std::move(uplink), std::move(launcher)));
+  MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<ModelCache> models,
+                           ModelCache::Open(work_dir->path() + "/models", config.model_cache_bytes));
+  return std::unique_ptr<Agent>(new Agent(std::move(config), std::move(work_dir), std::move(uplink),
+                                          std::move(launcher), std::move(models)));
 }
 
 Agent::Agent(AgentConfig config, std::unique_ptr<WorkDir> work_dir, std::unique_ptr<Uplink> uplink,
-             std::unique_ptr<WorkerLauncher> launcher)
+             std::unique_ptr<WorkerLauncher> launcher, std::unique_ptr<ModelCache> model_cache)
     : config_(std::move(config)),
       work_dir_(std::move(work_dir)),
       uplink_(std::move(uplink)),
-      launcher_(std::move(launcher)) {
+      launcher_(std::move(launcher)),
+      model_cache_(std::move(model_cache)) {
   UploaderHooks hooks;
   hooks.agent_id = [this] {
     std::lock_guard<std::mutex> lock(mu_);
@@ -440,6 +444,9 @@ void Agent::StartAssignment(const v1::Assignment& a) {
       RunnerCallbacks callbacks;
       callbacks.on_chunk = [this] { uploader_->Notify(); };
       callbacks.on_finished = [this](const std::string& id) { OnRunFinished(id); };
+      if (a.config().has_model()) {
+        callbacks.prepare = [this, a, dir = spool->dir()] { return PrepareModel(a, dir); };
+      }
       auto owned = std::make_unique<JobRunner>(spool, a, std::move(spec), std::move(env), launcher_.get(),
                                                config_.runner, std::move(callbacks));
       runner = owned.get();
@@ -467,6 +474,34 @@ void Agent::StartAssignment(const v1::Assignment& a) {
   }
   uploader_->Add(spool);
   runner->Start();
+}
+
+absl::StatusOr<std::vector<std::string>> Agent::PrepareModel(const v1::Assignment& a, const std::string& run_dir) {
+  const v1::ModelRef& m = a.config().model();
+  const std::string what = absl::StrCat("model ", m.file_name(), " (", m.sha256(), "): ");
+  ModelFetch fetch = [&](uint64_t offset, const ModelSink& sink) {
+    v1::FetchModelRequest request;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      request.set_agent_id(agent_id_);
+    }
+    request.set_run_id(a.run_id());
+    request.set_sha256(m.sha256());
+    request.set_offset(offset);
+    return uplink_->FetchModel(request, m.size_bytes(), sink);
+  };
+  absl::StatusOr<std::string> cached = model_cache_->Get(m, fetch);
+  if (!cached.ok()) return absl::Status(cached.status().code(), absl::StrCat(what, cached.status().message()));
+  // The uploaded name (checked by the server: a base name) in a folder of its own, so that no
+  // name can collide with the spool's files.
+  const std::string name = m.file_name() == "." || m.file_name() == ".." ? "model.pt" : m.file_name();
+  const std::filesystem::path link = std::filesystem::path(run_dir) / "model" / name;
+  std::error_code ec;
+  std::filesystem::create_directories(link.parent_path(), ec);
+  if (!ec) std::filesystem::create_hard_link(*cached, link, ec);
+  if (ec) return absl::InternalError(absl::StrCat(what, "linking it into ", link.string(), ": ", ec.message()));
+  kLog.Info("run {}: {}ready at {}", a.run_id(), what, link.string());
+  return std::vector<std::string>{"--model", link.string()};
 }
 
 void Agent::FinishWithoutWorker(std::shared_ptr<RunSpool> spool, v1::RunState state,

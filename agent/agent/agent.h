@@ -18,6 +18,9 @@
 //   HeartbeatResponse.cancel_run_ids: stop those workers, runs end CANCELLED;
 //   HeartbeatResponse.unknown_run_ids: stop those workers (the server moved on); their
 //       results are then refused and dropped (uploader.h).
+// A job naming a user model first fetches it (FetchModel, resumed, hash-checked) into the
+// bounded cache <work dir>/models (model_cache.h); a fetch that fails ends the run FAILED with
+// the cause, the worker never started.
 //
 // Thread-safe.
 #pragma once
@@ -39,6 +42,7 @@
 #include "agent/agent/inventory.h"
 #include "agent/agent/job_runner.h"
 #include "agent/agent/launcher.h"
+#include "agent/agent/model_cache.h"
 #include "agent/agent/uplink.h"
 #include "agent/agent/uploader.h"
 #include "agent/agent/work_dir.h"
@@ -58,6 +62,7 @@ struct AgentConfig {
   int64_t acquire_wait_ms = 10'000;      // AcquireJob long-poll
   int64_t default_heartbeat_ms = 5'000;  // when the server sends no interval
   BackoffOptions register_backoff;       // reconnect / register retries
+  uint64_t model_cache_bytes = uint64_t{8} << 30;  // <work dir>/models: user models, LRU out
   RunnerOptions runner;
   UploaderOptions uploader;
 };
@@ -85,12 +90,16 @@ class Agent {
 
  private:
   Agent(AgentConfig config, std::unique_ptr<WorkDir> work_dir, std::unique_ptr<Uplink> uplink,
-        std::unique_ptr<WorkerLauncher> launcher);
+        std::unique_ptr<WorkerLauncher> launcher, std::unique_ptr<ModelCache> model_cache);
 
   void ControlLoop();
   void HeartbeatLoop();
   absl::Status Register();
   void StartAssignment(const v1::Assignment& assignment);
+  // The worker arguments of the assignment's user model: fetched into the cache (model_cache.h),
+  // hard-linked into the run directory under its uploaded name (so eviction cannot remove it
+  // mid-run and the run records that name), `--model <that path>`. Errors name the model.
+  absl::StatusOr<std::vector<std::string>> PrepareModel(const v1::Assignment& a, const std::string& run_dir);
   // Records an outcome for a run that got no worker (draining, bad device) and hands it on.
   void FinishWithoutWorker(std::shared_ptr<RunSpool> spool, v1::RunState state, const std::string& error);
   void OnRunFinished(const std::string& run_id);
@@ -105,6 +114,7 @@ class Agent {
   const std::unique_ptr<WorkDir> work_dir_;
   const std::unique_ptr<Uplink> uplink_;
   const std::unique_ptr<WorkerLauncher> launcher_;
+  const std::unique_ptr<ModelCache> model_cache_;
   std::unique_ptr<Uploader> uploader_;
 
   mutable std::mutex mu_;

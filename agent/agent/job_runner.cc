@@ -133,7 +133,17 @@ void JobRunner::ReadChannel(int fd) {
 }
 
 void JobRunner::Run() {
-  absl::StatusOr<std::unique_ptr<WorkerProcess>> launched = launcher_->Launch(launch_);
+  LaunchSpec launch = launch_;
+  if (callbacks_.prepare) {
+    absl::StatusOr<std::vector<std::string>> extra = callbacks_.prepare();
+    if (!extra.ok()) {
+      kLog.Error("run {}: not started: {}", run_id(), std::string(extra.status().message()));
+      Finish({v1::RUN_FAILED, std::string(extra.status().message())}, 127);
+      return;
+    }
+    launch.argv.insert(launch.argv.end(), extra->begin(), extra->end());
+  }
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> launched = launcher_->Launch(launch);
   if (!launched.ok()) {
     kLog.Error("run {}: could not start the worker: {}", run_id(), std::string(launched.status().message()));
     // Not the workload's fault: INTERRUPTED lets the server requeue the job elsewhere.

@@ -21,6 +21,9 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
 
 #include "agent/agent/launcher.h"
 #include "agent/agent/outcome.h"
@@ -40,6 +43,10 @@ struct RunnerOptions {
 };
 
 struct RunnerCallbacks {
+  // Before the worker starts, on the runner's thread: readies what the worker needs (the job's
+  // user model) and returns arguments to append to its argv. An error fails the run with that
+  // message and no worker starts; Stop() does not interrupt it. May be empty.
+  std::function<absl::StatusOr<std::vector<std::string>>()> prepare;
   // A chunk became durable in the spool (wake the uploader). May be empty.
   std::function<void()> on_chunk;
   // The run ended and its outcome is recorded. Called on the runner's thread, last.

@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
   config.worker_path = worker;
   config.max_jobs = *max_jobs;
   config.drain_timeout_ms = static_cast<int64_t>(options.drain_timeout_s) * 1000;
+  config.model_cache_bytes = static_cast<uint64_t>(options.model_cache_bytes);
   config.labels = labels;
   config.facts = facts;
   config.inventory = std::move(inventory);

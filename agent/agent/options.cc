@@ -60,6 +60,9 @@ void AddFlags(CLI::App* app, AgentOptions* o) {
   app->add_option("--drain-timeout-s", o->drain_timeout_s,
                   "Seconds to stop workers and flush uploads after SIGTERM, 1..3600")
       ->capture_default_str();
+  app->add_option("--model-cache-bytes", o->model_cache_bytes,
+                  "Bytes of user models cached in the work dir, least recently used out (1 MiB..1 TiB)")
+      ->capture_default_str();
   app->add_option("--tls-ca", o->tls_ca,
                   "PEM CA bundle that signed the server certificate (required off loopback)");
   app->add_option("--tls-cert", o->tls_cert, "PEM client certificate chain (servers requiring mutual TLS)");
@@ -166,6 +169,10 @@ absl::Status ValidateOptions(AgentOptions* o, const EnvLookup& env) {
   if (o->drain_timeout_s < 1 || o->drain_timeout_s > 3600) {
     return absl::InvalidArgumentError(
         absl::StrCat("--drain-timeout-s: ", o->drain_timeout_s, " is out of range (allowed 1..3600)"));
+  }
+  if (o->model_cache_bytes < (int64_t{1} << 20) || o->model_cache_bytes > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError(absl::StrCat("--model-cache-bytes: ", o->model_cache_bytes,
+                                                   " is out of range (allowed 1048576..1099511627776)"));
   }
   if (o->max_jobs_given && (o->max_jobs < 1 || o->max_jobs > 64)) {
     return absl::InvalidArgumentError(absl::StrCat("--max-jobs: ", o->max_jobs,

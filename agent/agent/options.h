@@ -46,6 +46,9 @@ struct AgentOptions {
   bool max_jobs_given = false;
   // Seconds to end workers and flush uploads after SIGTERM, 1..3600 (default 90).
   int drain_timeout_s = 90;
+  // Bytes of user models kept in <work dir>/models (least recently used out), 1 MiB..1 TiB
+  // (default 8 GiB); also the largest model this agent runs.
+  int64_t model_cache_bytes = int64_t{8} << 30;
   // PEM file of the CA that signed the server certificate. Required unless the server is on
   // loopback (plain text is refused elsewhere). The system bundle works for public CAs.
   std::string tls_ca;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "medprof/v1/models.grpc.pb.h"
 #include "medprof/v1/service.grpc.pb.h"
 
 namespace medprof::agent {
@@ -25,6 +26,7 @@ struct Uplink::Impl {
   UplinkOptions options;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::AgentService::Stub> stub;
+  std::unique_ptr<v1::ModelService::Stub> models;
 
   std::mutex mu;
   bool acquiring_stopped = false;
@@ -62,6 +64,7 @@ absl::StatusOr<std::unique_ptr<Uplink>> Uplink::Create(const UplinkOptions& opti
   args.SetMaxSendMessageSize(-1);
   impl->channel = grpc::CreateCustomChannel(options.target, creds, args);
   impl->stub = v1::AgentService::NewStub(impl->channel);
+  impl->models = v1::ModelService::NewStub(impl->channel);
   return std::unique_ptr<Uplink>(new Uplink(std::move(impl)));
 }
 
@@ -129,6 +132,18 @@ absl::StatusOr<v1::FinishRunResponse> Uplink::FinishRun(const v1::FinishRunReque
   absl::Status s = FromGrpc(impl_->stub->FinishRun(&context, request, &response), "FinishRun");
   if (!s.ok()) return s;
   return response;
+}
+
+absl::Status Uplink::FetchModel(const v1::FetchModelRequest& request, uint64_t size_bytes, const ModelSink& sink) {
+  grpc::ClientContext context;
+  impl_->Prepare(&context, impl_->options.upload_timeout_ms + static_cast<int64_t>(size_bytes >> 20) * 1000);
+  std::unique_ptr<grpc::ClientReader<v1::ModelChunk>> reader = impl_->models->FetchModel(&context, request);
+  v1::ModelChunk chunk;
+  absl::Status sunk;
+  while (sunk.ok() && reader->Read(&chunk)) sunk = sink(chunk.offset(), chunk.data());
+  if (!sunk.ok()) context.TryCancel();
+  const absl::Status streamed = FromGrpc(reader->Finish(), "FetchModel");
+  return sunk.ok() ? streamed : sunk;
 }
 
 }  // namespace medprof::agent

@@ -1,4 +1,5 @@
-// The agent's connection to medprof-server: AgentService calls over one gRPC channel.
+// The agent's connection to medprof-server: AgentService (and ModelService's FetchModel) calls
+// over one gRPC channel.
 //
 // Plain text only to a loopback server; TLS (with the given CA) otherwise — the caller
 // decides (options.h refuses plain text off loopback). Every call has a deadline; a bearer
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/agent/model_cache.h"
+#include "medprof/v1/models.pb.h"
 #include "medprof/v1/service.pb.h"
 
 namespace medprof::agent {
@@ -50,6 +53,9 @@ class Uplink {
   // One UploadResults stream with these chunks (in order); the server's acknowledgement.
   absl::StatusOr<v1::UploadAck> Upload(const std::vector<v1::ResultChunk>& chunks);
   absl::StatusOr<v1::FinishRunResponse> FinishRun(const v1::FinishRunRequest& request);
+  // One FetchModel stream (ModelService): each chunk to `sink` in order; the sink's error ends
+  // the stream. Deadline: upload_timeout_ms plus a second per MiB of the model.
+  absl::Status FetchModel(const v1::FetchModelRequest& request, uint64_t size_bytes, const ModelSink& sink);
 
  private:
   struct Impl;  // the channel and stub (keeps gRPC headers out of this one)

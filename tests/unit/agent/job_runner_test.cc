@@ -27,6 +27,7 @@ using ::medprof::agent::testing::TempRoot;
 using ::medprof::agent::testing::WriteTemp;
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::WorkerMessage Started() {
   v1::WorkerMessage m;
@@ -101,6 +102,7 @@ class JobRunnerTest : public ::testing::Test {
     std::atomic<bool> finished{false};
     RunnerCallbacks callbacks;
     callbacks.on_chunk = [this] { ++chunks_notified_; };
+    callbacks.prepare = prepare_;
     callbacks.on_finished = [&](const std::string& id) {
       EXPECT_EQ(id, "run-1");
       finished = true;
@@ -125,6 +127,7 @@ class JobRunnerTest : public ::testing::Test {
   std::shared_ptr<RunSpool> spool_;
   std::unique_ptr<JobRunner> runner_;
   std::atomic<int> chunks_notified_{0};
+  std::function<absl::StatusOr<std::vector<std::string>>()> prepare_;
 };
 
 TEST_F(JobRunnerTest, ACompleteRunSucceedsWithEveryRecordSpooledInOrder) {
@@ -227,6 +230,30 @@ TEST_F(JobRunnerTest, AnAgentDrainInterruptsTheRun) {
   EXPECT_EQ(out.error(), "agent received SIGTERM");
   EXPECT_EQ(out.exit_code(), 0);
   EXPECT_EQ(out.last_seq(), 2u) << "the worker's last record is kept";
+}
+
+// The prepare step (the agent fetching a user model) adds worker arguments, or fails the run
+// with its cause before any worker starts.
+TEST_F(JobRunnerTest, PrepareAddsWorkerArgumentsBeforeTheLaunch) {
+  prepare_ = [] { return std::vector<std::string>{"--model", "/cache/denoiser.pt"}; };
+  const v1::FinishRunRequest out =
+      Run(Script({Started(), Step(0), Summary()}, "echo \"$@\" > '" + root_ + "/args'\nexit 0\n"));
+  EXPECT_EQ(v1::RunState_Name(out.state()), "RUN_SUCCEEDED");
+  std::ifstream args(root_ + "/args");
+  std::string line;
+  std::getline(args, line);
+  EXPECT_THAT(line, HasSubstr("--result-fd 3 --model /cache/denoiser.pt"));
+}
+
+TEST_F(JobRunnerTest, APrepareFailureFailsTheRunWithoutStartingTheWorker) {
+  prepare_ = []() -> absl::StatusOr<std::vector<std::string>> {
+    return absl::NotFoundError("model d.pt (abc): FetchModel: sha256: project 'lab-a' holds no model abc");
+  };
+  const v1::FinishRunRequest out = Run(Script({Started()}, "exit 0\n"));
+  EXPECT_EQ(v1::RunState_Name(out.state()), "RUN_FAILED");
+  EXPECT_EQ(out.error(), "model d.pt (abc): FetchModel: sha256: project 'lab-a' holds no model abc");
+  EXPECT_THAT(out.stderr_tail(), Not(HasSubstr("worker says hello")));
+  EXPECT_EQ(out.last_seq(), 0u);
 }
 
 TEST_F(JobRunnerTest, AMissingWorkerEndsTheRunInterrupted) {
