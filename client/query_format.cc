@@ -28,8 +28,13 @@ std::string BaselineOf(const v1::CompareResponse& r) {
   return r.baseline_preset().empty() ? "baseline" : r.baseline_preset();
 }
 
+// The preset, with the user model's file name when the cell ran one (a model is a cell key).
+std::string PresetLabel(const v1::CompareCell& c) {
+  return c.model_file_name().empty() ? c.preset() : absl::StrCat(c.preset(), " [", c.model_file_name(), "]");
+}
+
 std::string CellLabel(const v1::CompareCell& c) {
-  return absl::StrCat(c.gpu(), " / ", c.preset(), " / ", config::PhaseName(c.phase()));
+  return absl::StrCat(c.gpu(), " / ", PresetLabel(c), " / ", config::PhaseName(c.phase()));
 }
 
 std::string CategoriesText(const v1::CompareCell& c) {
@@ -297,6 +302,7 @@ Json CompareCellJson(const v1::CompareCell& c, bool cross_study) {
   if (cross_study) e["study_id"] = c.study_id();
   e["gpu"] = c.gpu();
   e["preset"] = c.preset();
+  if (!c.model_sha256().empty()) e["model"] = {{"sha256", c.model_sha256()}, {"file_name", c.model_file_name()}};
   e["phase"] = config::PhaseName(c.phase());
   e["n"] = c.n();
   e["steps"] = c.steps();
@@ -398,7 +404,7 @@ std::string FormatCompare(const v1::CompareResponse& r, OutputFormat format) {
   std::map<std::string, std::vector<std::string>> note_cells;
   for (const auto& c : r.cells()) {
     std::vector<std::string> row = {
-        c.gpu(), c.preset(), config::PhaseName(c.phase()), absl::StrCat(c.n()), absl::StrCat(c.steps()),
+        c.gpu(), PresetLabel(c), config::PhaseName(c.phase()), absl::StrCat(c.n()), absl::StrCat(c.steps()),
         MedianText(c), !c.has_baseline()           ? std::string("-")
                        : c.preset() == BaselineOf(r) ? absl::StrCat(Fixed(c.speedup_vs_baseline(), 2), "x (reference)")
                                                      : SpeedupText(c.speedup_vs_baseline(), c.has_speedup_ci(), c.speedup_ci())};

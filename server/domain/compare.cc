@@ -23,7 +23,7 @@
 namespace medprof::server {
 
 bool CellKey::operator<(const CellKey& o) const {
-  return std::tie(study, gpu, phase, preset) < std::tie(o.study, o.gpu, o.phase, o.preset);
+  return std::tie(study, gpu, phase, preset, model) < std::tie(o.study, o.gpu, o.phase, o.preset, o.model);
 }
 
 namespace {
@@ -305,11 +305,25 @@ void AddLayers(const RunRows& run, CellAcc& cell) {
   }
 }
 
+// What compare keys a run's cell by, from its job: the preset and the user model.
+struct JobFacts {
+  std::string preset;
+  std::string model_sha256;     // "" = the built-in Med-DDPM
+  std::string model_file_name;
+};
+
+absl::StatusOr<JobFacts> FactsOf(const JobRecord& job) {
+  v1::WorkloadConfig config;
+  MEDPROF_RETURN_IF_ERROR(FromJson(job.config_json, &config, "job config"));
+  return JobFacts{job.preset, config.model().sha256(), config.model().file_name()};
+}
+
 // Adds the run to the cell of each of its phases (a run with steps in several phases counts its
 // kernel and op times in each).
-void AddRun(const RunRows& run, int study, const std::string& preset, CompareRows& rows) {
+void AddRun(const RunRows& run, int study, const JobFacts& job, CompareRows& rows) {
   for (const auto& [phase, ms] : run.step_ms) {
-    CellAcc& cell = rows.cells[CellKey{study, run.gpu, phase, preset}];
+    CellAcc& cell = rows.cells[CellKey{study, run.gpu, phase, job.preset, job.model_sha256}];
+    cell.model_file_name = job.model_file_name;
     ++cell.n;
     cell.step_ms.insert(cell.step_ms.end(), ms.begin(), ms.end());
     cell.run_steps.push_back(ms);
@@ -343,7 +357,8 @@ absl::StatusOr<std::string> ResolveGpu(const std::string& wanted, const std::set
 
 // The cell's seed key: the same cell draws the same resamples in every query.
 std::string CellSeedKey(const CellKey& key) {
-  return absl::StrCat(key.gpu, "|", key.phase, "|", key.preset, key.study > 0 ? absl::StrCat("|", key.study) : "");
+  return absl::StrCat(key.gpu, "|", key.phase, "|", key.preset, key.study > 0 ? absl::StrCat("|", key.study) : "",
+                      key.model.empty() ? "" : absl::StrCat("|", key.model));
 }
 
 // Fewer than 3 runs or 5 steps: the interval exists but should not be trusted far.
@@ -431,6 +446,8 @@ CellStats StatsOf(const std::map<CellKey, CellAcc>& cells) {
 void SetStepTimes(const CellKey& key, const CellAcc& acc, const CellStats& stats, CompareCell& c) {
   c.gpu = key.gpu;
   c.preset = key.preset;
+  c.model_sha256 = key.model;
+  c.model_file_name = acc.model_file_name;
   c.phase = static_cast<v1::Phase>(key.phase);
   c.n = acc.n;
   c.steps = static_cast<int>(acc.step_ms.size());
@@ -447,7 +464,7 @@ void SetStepTimes(const CellKey& key, const CellAcc& acc, const CellStats& stats
 // interval; nothing for the first study's own cells.
 void SetStudySpeedup(const CellKey& key, const CellStats& stats, CompareCell& c, std::vector<std::string>& notes) {
   if (key.study == 0) return;
-  const CellKey first{0, key.gpu, key.phase, key.preset};
+  const CellKey first{0, key.gpu, key.phase, key.preset, key.model};
   auto m = stats.medians.find(first);
   const double here = stats.medians.at(key);
   if (m == stats.medians.end() || here <= 0) {
@@ -462,7 +479,7 @@ void SetStudySpeedup(const CellKey& key, const CellStats& stats, CompareCell& c,
 // Speedup vs the baseline preset on the same GPU, and vs the baseline GPU at the same preset.
 void SetBaselines(const CellKey& key, const std::string& baseline, const std::string& baseline_gpu,
                   const CellStats& stats, CompareCell& c, std::vector<std::string>& notes) {
-  const CellKey base_key{key.study, key.gpu, key.phase, baseline};
+  const CellKey base_key{key.study, key.gpu, key.phase, baseline, key.model};
   auto base = stats.medians.find(base_key);
   if (base != stats.medians.end() && c.step_ms_median > 0) {
     c.has_baseline = true;
@@ -472,7 +489,7 @@ void SetBaselines(const CellKey& key, const std::string& baseline, const std::st
     AddNote(notes, absl::StrCat("no ", baseline, " cell on this GPU and phase: no speedup"));
   }
   if (baseline_gpu.empty()) return;
-  const CellKey gbase_key{key.study, baseline_gpu, key.phase, key.preset};
+  const CellKey gbase_key{key.study, baseline_gpu, key.phase, key.preset, key.model};
   auto gbase = stats.medians.find(gbase_key);
   if (gbase != stats.medians.end() && c.step_ms_median > 0) {
     c.has_gpu_baseline = true;
@@ -504,7 +521,7 @@ void SetCategories(const CellAcc& acc, size_t top, CompareCell& c, std::vector<s
 void SetMetrics(const CellKey& key, const std::string& baseline, const CellStats& stats, CompareCell& c) {
   c.metrics = stats.metrics.at(key);
   if (!c.metrics.collected) return;
-  auto bm = stats.metrics.find(CellKey{key.study, key.gpu, key.phase, baseline});
+  auto bm = stats.metrics.find(CellKey{key.study, key.gpu, key.phase, baseline, key.model});
   if (bm == stats.metrics.end()) return;
   const CellMetrics& b = bm->second;
   if (c.metrics.sm_cycles && b.sm_cycles && *b.sm_cycles > 0) {
@@ -637,13 +654,14 @@ absl::StatusOr<CompareRows> LoadCompareRows(StoreTx& tx, const CompareSpec& spec
     MEDPROF_ASSIGN_OR_RETURN(runs, RunsOfFilter(tx, r));
   }
   CompareRows rows;
-  std::map<std::string, std::string> preset_of_job;
+  std::map<std::string, JobFacts> job_facts;
   for (const RunRecord& run : runs) {
-    auto pj = preset_of_job.find(run.job_id);
-    if (pj == preset_of_job.end()) {
+    auto pj = job_facts.find(run.job_id);
+    if (pj == job_facts.end()) {
       MEDPROF_ASSIGN_OR_RETURN(std::optional<JobRecord> job, tx.GetJob(run.job_id));
       if (!job.has_value()) continue;
-      pj = preset_of_job.emplace(run.job_id, job->preset).first;
+      MEDPROF_ASSIGN_OR_RETURN(JobFacts facts, FactsOf(*job));
+      pj = job_facts.emplace(run.job_id, std::move(facts)).first;
     }
     RunRows run_rows;
     MEDPROF_ASSIGN_OR_RETURN(run_rows.step_ms, StepsByPhase(tx, run.run_id, r.phase));

@@ -42,6 +42,9 @@ struct CellKey {
   std::string gpu;
   int phase = 0;
   std::string preset;
+  // The job's user model (its SHA-256; "" = the built-in Med-DDPM): two different models are
+  // never one cell, and speedups compare presets of the same model only.
+  std::string model;
   bool operator<(const CellKey& o) const;
 };
 
@@ -59,6 +62,7 @@ struct KernelAcc {
 // What a cell's runs contributed, before any statistic.
 struct CellAcc {
   int n = 0;
+  std::string model_file_name;                 // the user model's name as uploaded ("" = Med-DDPM)
   std::vector<double> step_ms;                 // pooled over the runs
   std::vector<std::vector<double>> run_steps;  // the same steps, per run (for the bootstrap)
   std::map<std::string, double> kernel_ns;     // category -> kernel time

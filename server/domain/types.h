@@ -265,6 +265,8 @@ struct SpeedupInterval {
 struct CompareCell {
   std::string gpu;
   std::string preset;
+  std::string model_sha256;     // the cell's user model; "" = the built-in Med-DDPM (a cell key)
+  std::string model_file_name;  // its name as uploaded, for labels
   v1::Phase phase = v1::PHASE_UNSPECIFIED;
   int n = 0;
   int steps = 0;

@@ -55,6 +55,8 @@ v1::CompareResponse ToProto(const CompareResult& r) {
     v1::CompareCell* pc = p.add_cells();
     pc->set_gpu(c.gpu);
     pc->set_preset(c.preset);
+    pc->set_model_sha256(c.model_sha256);
+    pc->set_model_file_name(c.model_file_name);
     pc->set_phase(c.phase);
     pc->set_n(c.n);
     pc->set_steps(c.steps);

@@ -319,6 +319,49 @@ TEST_F(CompareTest, AcrossStudies) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("more_study_ids[0]: no study")));
 }
 
+// Two user models are never "the same preset": each is its own cell, and a speedup compares
+// presets of one model (issue 21).
+TEST_F(CompareTest, TheUserModelIsACellKey) {
+  const std::string gpu = Register("node-gpu", {Gpu(0)});
+  std::vector<std::string> runs;
+  auto study_of = [&](const std::string& sha_digit, const std::string& file, std::vector<int64_t> ms_per_preset) {
+    SubmitStudyRequest req;
+    req.name = file;
+    req.presets = {"baseline", "opt1"};
+    req.config = TinyConfig();
+    req.config.mutable_model()->set_sha256(std::string(64, sha_digit[0]));
+    req.config.mutable_model()->set_file_name(file);
+    req.config.mutable_model()->set_size_bytes(1000);
+    req.targets = {"gpu=h200"};
+    ASSERT_THAT(domain_->studies().SubmitStudy(ctx_, req), IsOk());
+    for (int64_t ms : ms_per_preset) {
+      std::optional<Assignment> a = Acquire(gpu);
+      ASSERT_TRUE(a.has_value());
+      runs.push_back(a->run_id);
+      Complete(gpu, *a, "NVIDIA H200", "cupti", {ms * kMs, ms * kMs, ms * kMs}, {}, {});
+    }
+  };
+  study_of("a", "unet-a.pt", {100, 50});
+  study_of("b", "unet-b.pt", {30, 20});
+  CompareRequest r;
+  r.run_ids = runs;
+  auto out = domain_->queries().Compare(ctx_, r);
+  ASSERT_THAT(out, IsOk());
+  ASSERT_EQ(out->cells.size(), 4u);
+  std::map<std::pair<std::string, std::string>, const CompareCell*> by;
+  for (const CompareCell& c : out->cells) by[{c.model_file_name, c.preset}] = &c;
+  ASSERT_EQ(by.size(), 4u);
+  const CompareCell& a_base = *by[{"unet-a.pt", "baseline"}];
+  const CompareCell& b_base = *by[{"unet-b.pt", "baseline"}];
+  EXPECT_EQ(a_base.model_sha256, std::string(64, 'a'));
+  EXPECT_DOUBLE_EQ(a_base.step_ms_median, 100);
+  EXPECT_DOUBLE_EQ(b_base.step_ms_median, 30);
+  const CompareCell& a_opt1 = *by[{"unet-a.pt", "opt1"}];
+  const CompareCell& b_opt1 = *by[{"unet-b.pt", "opt1"}];
+  EXPECT_DOUBLE_EQ(a_opt1.speedup_vs_baseline, 100.0 / 50);
+  EXPECT_DOUBLE_EQ(b_opt1.speedup_vs_baseline, 30.0 / 20);
+}
+
 // The committed H200 study (bench/results/h200-gpu-node-2026-12-02/compare.json: one run of two
 // measured steps per preset). Its two steps per cell are recovered exactly from p10 and p90
 // (with two steps a < b: p10 = a + 0.1 (b - a), p90 = a + 0.9 (b - a)), stored, and compared
