@@ -16,19 +16,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
-// `medprof-server token create`; writes the token to `file` (mode 0600) and returns its id.
-std::string CreateToken(const std::string& db, const std::vector<std::string>& args, const std::string& file) {
-  std::vector<std::string> argv = {BinPath("medprof-server"), "token", "create", "--db", db};
-  argv.insert(argv.end(), args.begin(), args.end());
-  CommandResult r = RunCommand(argv);
-  EXPECT_EQ(r.exit_code, 0) << r.err;
-  std::string token = r.out.substr(0, r.out.find('\n'));
-  EXPECT_THAT(token, MatchesRegex("mpt_[0-9a-f]{12}_[0-9a-f]{64}"));
-  std::ofstream(file) << token << "\n";
-  std::filesystem::permissions(file, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
-  return "tok-" + token.substr(4, 12);
-}
-
 CommandResult CliWith(const std::string& address, const std::map<std::string, std::string>& env,
                       const std::vector<std::string>& args) {
   std::vector<std::string> argv = {BinPath("medprof"), "--server", address};

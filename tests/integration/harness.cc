@@ -267,6 +267,18 @@ CommandResult Cli(const std::string& server_address, const std::vector<std::stri
   return RunCommand(argv, {}, timeout);
 }
 
+std::string CreateToken(const std::string& db, const std::vector<std::string>& args, const std::string& file) {
+  std::vector<std::string> argv = {BinPath("medprof-server"), "token", "create", "--db", db};
+  argv.insert(argv.end(), args.begin(), args.end());
+  CommandResult r = RunCommand(argv);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  std::string token = r.out.substr(0, r.out.find('\n'));
+  EXPECT_TRUE(std::regex_match(token, std::regex("mpt_[0-9a-f]{12}_[0-9a-f]{64}"))) << token;
+  std::ofstream(file) << token << "\n";
+  fs::permissions(file, fs::perms::owner_read | fs::perms::owner_write);
+  return "tok-" + token.substr(4, 12);
+}
+
 std::vector<std::string> TinyModelFlags() {
   // Attention at the 8^3 level (the default rule would put it at 16^3, 4096 tokens: slow on a CPU).
   return {"--volume", "16", "--base-channels", "8", "--channel-mult", "1,2", "--attention-ds", "2",

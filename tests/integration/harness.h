@@ -101,6 +101,10 @@ absl::StatusOr<std::unique_ptr<Process>> StartAgent(const std::string& server_ad
 CommandResult Cli(const std::string& server_address, const std::vector<std::string>& args,
                   std::chrono::seconds timeout = std::chrono::seconds(300));
 
+// `medprof-server token create --db <db> <args>`: writes the token to `file` (mode 0600) and
+// returns its id ("tok-..."). Fails the test when creation fails.
+std::string CreateToken(const std::string& db, const std::vector<std::string>& args, const std::string& file);
+
 // The tiny Med-DDPM configuration integration tests use (fast on 2 CPU cores).
 std::vector<std::string> TinyModelFlags();
 
