@@ -31,6 +31,9 @@
 #   --worker PATH    use this medprof-worker instead of building one (skips build_worker.sh)
 #   --bundle DIR     the bundle of scripts/bundle.sh (default .carry/bundle)
 #   --metrics        also run the metrics layer (range profiler) in every run
+#   --model FILE     profile a TorchScript user model instead of Med-DDPM (issue 21): the CLI
+#                    uploads it once, the agent fetches it into its cache, every run loads it
+#                    (make examples with workloads/examples/make_denoisers.py --out DIR)
 #   --deadline-s N   the whole script's budget in seconds (default 560, inside a 10-minute
 #                    device call): the study is cancelled when its share runs out, and the
 #                    outputs are still written
@@ -41,9 +44,9 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 presets="baseline,opt1,opt2,opt12,bf16"
-volume=128 steps=5 warmup=2 tiny=0 worker="" bundle="${root}/.carry/bundle" deadline_s=560 metrics=0
+volume=128 steps=5 warmup=2 tiny=0 worker="" bundle="${root}/.carry/bundle" deadline_s=560 metrics=0 user_model=""
 argv_text="$0 $*"
-usage() { echo "usage: gpu-node-run.sh [--presets LIST] [--volume N] [--steps N] [--warmup N] [--tiny] [--metrics] [--worker PATH] [--bundle DIR] [--deadline-s N] OUT_DIR" >&2; exit 1; }
+usage() { echo "usage: gpu-node-run.sh [--presets LIST] [--volume N] [--steps N] [--warmup N] [--tiny] [--metrics] [--model FILE] [--worker PATH] [--bundle DIR] [--deadline-s N] OUT_DIR" >&2; exit 1; }
 out=""
 volume_set=0 steps_set=0 warmup_set=0
 while [ $# -gt 0 ]; do
@@ -57,7 +60,8 @@ while [ $# -gt 0 ]; do
     --bundle) bundle="$2"; shift 2 ;;
     --deadline-s) deadline_s="$2"; shift 2 ;;
     --metrics) metrics=1; shift ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    --model) user_model="$2"; shift 2 ;;
+    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
     -*) echo "gpu-node-run.sh: unknown option '$1'" >&2; usage ;;
     *) [ -z "${out}" ] || { echo "gpu-node-run.sh: one OUT_DIR only (got '${out}' and '$1')" >&2; usage; }
        out="$1"; shift ;;
@@ -66,11 +70,17 @@ done
 [ -n "${out}" ] || usage
 model_flags=()
 [ "${metrics}" = 1 ] && model_flags+=(--metrics)
+if [ -n "${user_model}" ]; then
+  [ -f "${user_model}" ] || { echo "gpu-node-run.sh: --model ${user_model}: no such file" >&2; exit 1; }
+  model_flags+=(--model "${user_model}")
+fi
 if [ "${tiny}" = 1 ]; then
   [ "${volume_set}" = 1 ] || volume=16
   [ "${steps_set}" = 1 ] || steps=2
   [ "${warmup_set}" = 1 ] || warmup=1
-  model_flags+=(--base-channels 8 --channel-mult "1,2" --attention-ds 2 --cpu-threads 1)
+  # Med-DDPM's shape, smaller; a user model has its own.
+  [ -n "${user_model}" ] || model_flags+=(--base-channels 8 --channel-mult "1,2" --attention-ds 2)
+  model_flags+=(--cpu-threads 1)
 fi
 # (modes may not survive the copy to the GPU machine)
 chmod +x "${bundle}"/bin/* "${bundle}"/libexec/* 2>/dev/null || true
