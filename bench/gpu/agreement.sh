@@ -22,12 +22,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=$1; shift
 mkdir -p "$out"
-[ -d .carry ] && export LD_LIBRARY_PATH="$PWD/.carry/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-worker="${WORKER:-build-gpu/bin/medprof-worker}"
+source bench/gpu/env.sh
 volume=${VOLUME:-128}
 top=${TOP:-10}
 summary="$out/summary.txt"
-say() { echo "$*" | tee -a "$summary"; }
 metrics=$(python3 bench/gpu/ncu_compare.py metrics /dev/null)
 
 run_worker() {  # file-prefix, preset, phase, extra args...
@@ -95,7 +93,7 @@ PY
 )
   python3 bench/gpu/ncu_agree.py ncu "$out/$c-medprof.jsonl" "$csvs" --top "$top" >"$out/$c-vs-ncu.txt" 2>&1
   say "  vs ncu (exit $?): $(grep -E '^level' "$out/$c-vs-ncu.txt" | tr '\n' ' ')"
-  [ -s "$out/$c-legacy.jsonl" ] || { say "  legacy: not run (LEGACY=${LEGACY:-1})"; continue; }
+  [ -s "$out/$c-legacy.jsonl" ] || { say "  legacy: no decoded run (LEGACY=${LEGACY:-1}; $c-legacy.log says why when it ran)"; continue; }
   python3 bench/gpu/ncu_agree.py runs "$out/$c-legacy.jsonl" "$out/$c-medprof.jsonl" --top "$top" \
     >"$out/$c-legacy-vs-range.txt" 2>&1
   say "  legacy vs range (exit $?): $(grep -E '^level' "$out/$c-legacy-vs-range.txt" | tr '\n' ' ')"

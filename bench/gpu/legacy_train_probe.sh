@@ -11,8 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=$1; preset=${2:-opt1}; shift; [ $# -gt 0 ] && shift
 mkdir -p "$out"
-[ -d .carry ] && export LD_LIBRARY_PATH="$PWD/.carry/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-worker="${WORKER:-build-gpu/bin/medprof-worker}"
+source bench/gpu/env.sh
 log="$out/$preset-train-legacy-probe.log"
 "$worker" --preset "$preset" --phase train --grad-accum 1 --volume "${VOLUME:-128}" --steps 3 --warmup 2 \
   --metrics --metrics-top-k 10 --overhead-pairs 0 --counter-api legacy --log-level debug "$@" \

@@ -20,12 +20,10 @@ out=$1; shift
 cases=("$@")
 [ ${#cases[@]} -eq 0 ] && cases=(opt1:forward opt12:forward)
 mkdir -p "$out"
-[ -d .carry ] && export LD_LIBRARY_PATH="$PWD/.carry/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-worker="${WORKER:-build-gpu/bin/medprof-worker}"
+source bench/gpu/env.sh
 volume=${VOLUME:-128}
 top=${TOP:-10}
 summary="$out/summary.txt"
-say() { echo "$*" | tee -a "$summary"; }
 
 bash bench/gpu/roofline_metrics.sh "$out/ncu-roofline-metrics.txt" >/dev/null 2>&1
 

@@ -1,0 +1,6 @@
+# Sourced by the GPU bench scripts after they cd to the repository root: Debian's Abseil and CLI11
+# from .carry/ (scripts/make-carry.sh) on the library path, the worker that build_worker.sh made
+# (WORKER overrides), and say(): a line to stdout and to "$summary" (set by the script).
+[ -d .carry ] && export LD_LIBRARY_PATH="$PWD/.carry/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+worker="${WORKER:-build-gpu/bin/medprof-worker}"
+say() { echo "$*" | tee -a "$summary"; }
