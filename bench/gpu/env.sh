@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the GPU bench scripts after they cd to the repository root: Debian's Abseil and CLI11
 # from .carry/ (scripts/make-carry.sh) on the library path, the worker that build_worker.sh made
 # (WORKER overrides), and say(): a line to stdout and to "$summary" (set by the script).
