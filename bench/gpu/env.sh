@@ -3,5 +3,7 @@
 # from .carry/ (scripts/make-carry.sh) on the library path, the worker that build_worker.sh made
 # (WORKER overrides), and say(): a line to stdout and to "$summary" (set by the script).
 [ -d .carry ] && export LD_LIBRARY_PATH="$PWD/.carry/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# shellcheck disable=SC2034  # used by the scripts that source this file
 worker="${WORKER:-build-gpu/bin/medprof-worker}"
+# shellcheck disable=SC2154  # summary: set by the sourcing script before it calls say
 say() { echo "$*" | tee -a "$summary"; }
