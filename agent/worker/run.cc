@@ -239,6 +239,9 @@ int WriteRunStarted(const RunContext& ctx, const Setup& s, int64_t started_unix_
   v1::WorkerMessage m;
   v1::RunStarted* rs = m.mutable_started();
   *rs->mutable_effective() = ctx.effective;
+  // The run names its model by hash, name and size; where this machine keeps the file is not a
+  // fact about the run (ModelRef.local_path: empty outside the worker's machine).
+  if (rs->effective().has_model()) rs->mutable_effective()->mutable_model()->clear_local_path();
   FillEnvironment(s, rs->mutable_environment());
   rs->set_parameters(static_cast<uint64_t>(s.workload->ParameterCount()));
   rs->set_backend(backend);

@@ -221,6 +221,21 @@ TEST(WorkerBinaryTest, AUserModelIsDescribedRunAndRefusedWhenBad) {
   EXPECT_THAT(j["applied"]["note"].get<std::string>(), HasSubstr("channels_last: "));
   EXPECT_GT(j["estimated_peak_memory_bytes"].get<uint64_t>(), j["memory"]["state_bytes"].get<uint64_t>());
 
+  // A run records which model it ran (hash, name, size), not where this machine keeps the file.
+  const std::string good = ::testing::TempDir() + "/medprof_worker_model_good.pb";
+  const Result ran = RunBinary(
+      with({"--model", dir + "/tiny_unet.pt", "--phase", "forward", "--steps", "1", "--warmup", "0", "--out", good}),
+      "model_run");
+  ASSERT_EQ(ran.exit_code, 0) << ran.err;
+  const std::vector<v1::WorkerMessage> started = ReadFile(good);
+  ASSERT_FALSE(started.empty());
+  ASSERT_TRUE(started.front().has_started());
+  const v1::ModelRef& model = started.front().started().effective().model();
+  EXPECT_EQ(model.sha256().size(), 64u);
+  EXPECT_EQ(model.file_name(), "tiny_unet.pt");
+  EXPECT_GT(model.size_bytes(), 0u);
+  EXPECT_EQ(model.local_path(), "");
+
   const Result bad = RunBinary(with({"--model", dir + "/wrong_shape.pt", "--describe"}), "model_bad_describe");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("model: output shape [1, 2, 16, 16, 16] differs"));
