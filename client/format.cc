@@ -291,6 +291,17 @@ std::string FormatRuns(const v1::ListRunsResponse& r, OutputFormat format) {
 
 namespace {
 
+// What the run's network is: a user's TorchScript model by name, hash and size, or Med-DDPM's shape.
+std::string ModelText(const v1::WorkloadConfig& c) {
+  if (!c.model().sha256().empty()) {
+    const uint64_t size = c.model().size_bytes();
+    return absl::StrCat(c.model().file_name(), " (TorchScript, sha256 ", c.model().sha256().substr(0, 12), ", ",
+                        size < (1u << 20) ? absl::StrCat(size, " bytes") : Bytes(size), ")");
+  }
+  return absl::StrCat("Med-DDPM: base_channels ", c.base_channels(), ", channel_mult ", absl::StrJoin(c.channel_mult(), ","),
+                      ", res_blocks ", c.res_blocks(), ", groups ", c.groups());
+}
+
 // The run's effective configuration, as "configuration" key-values.
 std::string RunConfigSection(const v1::Run& run) {
   std::string out;
@@ -304,9 +315,7 @@ std::string RunConfigSection(const v1::Run& run) {
           {"volume", absl::StrCat(d.d, "x", d.h, "x", d.w)},
           {"batch", absl::StrCat(c.batch())},
           {"steps", absl::StrCat(c.steps(), " measured, ", c.warmup(), " warm-up")},
-          {"model", absl::StrCat("base_channels ", c.base_channels(), ", channel_mult ",
-                                 absl::StrJoin(c.channel_mult(), ","), ", res_blocks ", c.res_blocks(),
-                                 ", groups ", c.groups())},
+          {"model", ModelText(c)},
           {"grad_accum", absl::StrCat(c.grad_accum())},
           {"flags", absl::StrCat("tf32 ", OnOff(f.tf32), ", channels_last ", OnOff(f.channels_last),
                                  ", bf16 ", OnOff(f.bf16), ", fused ", OnOff(f.fused))},

@@ -429,6 +429,16 @@ TEST(FormatRun, TableShowsSectionsJsonKeepsProtoNames) {
                                "  aten::op11  fwd    conv          2    12.000    6.000\n"));
   EXPECT_THAT(table, Not(HasSubstr("aten::op1 ")));  // 11th and 12th largest are left out
   EXPECT_THAT(table, Not(HasSubstr("error")));
+  EXPECT_THAT(table, HasSubstr("  model       Med-DDPM: base_channels 8,"));
+
+  // A user's model is named by file, hash and size, not by Med-DDPM's shape defaults.
+  v1::Run user = run;
+  v1::ModelRef* m = user.mutable_effective()->mutable_model();
+  m->set_sha256(std::string(64, 'a'));
+  m->set_file_name("tiny_unet.pt");
+  m->set_size_bytes(2048);
+  EXPECT_THAT(FormatRun(user, OutputFormat::kTable),
+              HasSubstr("  model       tiny_unet.pt (TorchScript, sha256 aaaaaaaaaaaa, 2048 bytes)\n"));
 
   Json j = Json::parse(FormatRun(run, OutputFormat::kJson));
   EXPECT_EQ(j["run_id"], "r-1");
