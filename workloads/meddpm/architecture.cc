@@ -276,9 +276,7 @@ struct LevelSizes {
 // Train: what autograd keeps for the backward, layer by layer, in elements.
 double TrainActivations(const WorkloadOptions& o, const UNetPlan& p) {
   const LevelSizes z{o};
-  auto voxels = [&z](int level) { return z.voxels(level); };
-  auto tokens = [&z](int level) { return z.tokens(level); };
-  const double batch = o.batch, v0 = voxels(0);
+  const double batch = o.batch, v0 = z.voxels(0);
   const int base = o.model.base_channels, in = o.model.in_channels, out = o.model.out_channels;
   double elements = 0.0;
   // Every layer in execution order, with whether its input is a fresh concatenation and
@@ -305,7 +303,7 @@ double TrainActivations(const WorkloadOptions& o, const UNetPlan& p) {
   }
   for (const Step& s : steps) {
     const Layer& l = s.layer;
-    const double v = voxels(l.level);
+    const double v = z.voxels(l.level);
     switch (l.kind) {
       case LayerKind::kInputConv:
         elements += static_cast<double>(in + base) * v;
@@ -316,15 +314,15 @@ double TrainActivations(const WorkloadOptions& o, const UNetPlan& p) {
                        v;
         break;
       case LayerKind::kAttention: {
-        const double t = tokens(l.level);
+        const double t = z.tokens(l.level);
         elements += (7.0 + (s.output_kept ? 1.0 : 0.0)) * l.in_channels * v + batch * t * t;
         break;
       }
       case LayerKind::kDownsample:
-        elements += static_cast<double>(l.out_channels) * voxels(l.level + 1);
+        elements += static_cast<double>(l.out_channels) * z.voxels(l.level + 1);
         break;
       case LayerKind::kUpsample:
-        elements += static_cast<double>(l.out_channels) * voxels(l.level - 1);
+        elements += static_cast<double>(l.out_channels) * z.voxels(l.level - 1);
         break;
     }
   }
@@ -334,16 +332,14 @@ double TrainActivations(const WorkloadOptions& o, const UNetPlan& p) {
 // Forward: the peak of what is alive at once along the walk, in elements.
 double ForwardPeakActivations(const WorkloadOptions& o, const UNetPlan& p) {
   const LevelSizes z{o};
-  auto voxels = [&z](int level) { return z.voxels(level); };
-  auto tokens = [&z](int level) { return z.tokens(level); };
-  const double batch = o.batch, v0 = voxels(0);
+  const double batch = o.batch, v0 = z.voxels(0);
   const int base = o.model.base_channels, in = o.model.in_channels, out = o.model.out_channels;
   // Forward walk: `stack` holds the skip tensors; note() records persistent + stack + live.
   const double persistent = (in + 2.0 * out) * v0;  // net input, x0 / x_t state, eps
   double stack = 0.0, peak = 0.0;
   auto note = [&](double live) { peak = std::max(peak, persistent + stack + live); };
   auto resblock = [&](const Layer& l, double input_held) {
-    const double v = voxels(l.level);
+    const double v = z.voxels(l.level);
     const double cin = l.in_channels * v, cout = l.out_channels * v;
     const double k = l.in_channels != l.out_channels ? cout : 0.0;  // 1x1 skip output
     // First GN + SiLU outputs, then SiLU + conv output, then h + GN + SiLU of the second half.
@@ -351,7 +347,7 @@ double ForwardPeakActivations(const WorkloadOptions& o, const UNetPlan& p) {
     return cout;
   };
   auto attention = [&](const Layer& l, double input_held) {
-    const double t = tokens(l.level), ct = l.in_channels * voxels(l.level);
+    const double t = z.tokens(l.level), ct = l.in_channels * z.voxels(l.level);
     note(input_held + 5.0 * ct + 2.0 * batch * t * t);  // qkv, q, k, a, out; logits, probs
     return ct;
   };
@@ -365,12 +361,12 @@ double ForwardPeakActivations(const WorkloadOptions& o, const UNetPlan& p) {
       case LayerKind::kAttention:
         return attention(l, cur);
       case LayerKind::kDownsample: {
-        const double down = l.out_channels * voxels(l.level + 1);
+        const double down = l.out_channels * z.voxels(l.level + 1);
         note(cur + down);
         return down;
       }
       case LayerKind::kUpsample: {
-        const double up = l.out_channels * voxels(l.level - 1);
+        const double up = l.out_channels * z.voxels(l.level - 1);
         note(cur + 2.0 * up);  // interpolated + conv output
         return up;
       }
@@ -385,7 +381,7 @@ double ForwardPeakActivations(const WorkloadOptions& o, const UNetPlan& p) {
   double cur = 0.0;
   for (const Layer& l : p.middle) cur = layer(l, cur);
   for (const Block& b : p.output_blocks) {
-    const double skip = b.skip_channels * voxels(b.level);
+    const double skip = b.skip_channels * z.voxels(b.level);
     note(cur + cur + skip);  // both inputs (the skip still on the stack) + the concatenation
     stack -= skip;
     cur += skip;
