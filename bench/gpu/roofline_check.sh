@@ -13,7 +13,7 @@
 #
 #   bash bench/gpu/build_worker.sh && bash bench/gpu/roofline_check.sh OUT_DIR [PRESET:PHASE...]
 # Environment: WORKER (default build-gpu/bin/medprof-worker), VOLUME (128), TOP (10), CHIP (gh100; ga100
-# or gv100 for the counters those chips have).
+# or gv100 for the counters those chips have), WORKER_TIMEOUT_S (300: a worker or ncu run is stopped after it).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=$1; shift
@@ -24,6 +24,7 @@ source bench/gpu/env.sh
 volume=${VOLUME:-128}
 top=${TOP:-10}
 summary="$out/summary.txt"
+limit=${WORKER_TIMEOUT_S:-300}
 
 bash bench/gpu/roofline_metrics.sh "$out/ncu-roofline-metrics.txt" >/dev/null 2>&1
 
@@ -44,13 +45,13 @@ for spec in "${cases[@]}"; do
   preset=${spec%%:*}; phase=${spec##*:}; c="$preset-$phase"
   accum=(); [ "$phase" = train ] && accum=(--grad-accum 1)
   say "== $c"
-  "$worker" --preset "$preset" --phase "$phase" "${accum[@]}" --volume "$volume" --steps 3 --warmup 2 --metrics \
+  timeout -k 10 "$limit" "$worker" --preset "$preset" --phase "$phase" "${accum[@]}" --volume "$volume" --steps 3 --warmup 2 --metrics \
     --metrics-top-k "$top" --overhead-pairs 0 --out "$out/$c-medprof.pb" 2>"$out/$c-medprof.log"
   say "  medprof: exit $?; $(grep -E 'metrics layer \(.*work' "$out/$c-medprof.log" | head -1 | sed 's/.*metrics layer/metrics layer/')"
   "$worker" --decode "$out/$c-medprof.pb" >"$out/$c-medprof.jsonl"
   regex=$(python3 bench/gpu/ncu_compare.py regex "$out/$c-medprof.jsonl" --top "$top" --demangled)
-  ncu --clock-control none --cache-control none --csv --page raw --print-kernel-base demangled \
-    --nvtx --nvtx-include "medprof_measured_step/" --kernel-name-base demangled --kernel-name "$regex" \
+  timeout -k 10 "$limit" ncu --clock-control none --cache-control none --csv --page raw --print-kernel-base demangled \
+    --nvtx --nvtx-include "medprof_measured_step" --kernel-name-base demangled --kernel-name "$regex" \
     --metrics "$metrics" --log-file "$out/$c-ncu.csv.log" \
     "$worker" --preset "$preset" --phase "$phase" "${accum[@]}" --volume "$volume" --steps 1 --warmup 2 \
       --no-trace --no-sampling --overhead-pairs 0 --out "$out/$c-ncu-worker.pb" >"$out/$c-ncu.csv" 2>"$out/$c-ncu-worker.log"
