@@ -137,6 +137,12 @@ std::string FormatUnixMs(int64_t unix_ms) {
   return absl::FormatTime("%Y-%m-%d %H:%M:%SZ", absl::FromUnixMillis(unix_ms), absl::UTCTimeZone());
 }
 
+std::string DriverLabel(const v1::Environment& env) {
+  const std::string& cuda = env.cuda_driver_version();
+  if (env.driver_version().empty()) return cuda.empty() ? "" : absl::StrCat("CUDA ", cuda);
+  return cuda.empty() ? env.driver_version() : absl::StrCat(env.driver_version(), " (CUDA ", cuda, ")");
+}
+
 std::string TargetLabel(const std::string& target) { return target.empty() ? "any" : target; }
 
 std::string FormatSubmit(const v1::SubmitStudyResponse& r, OutputFormat format) {
@@ -344,7 +350,7 @@ std::string RunEnvironmentSection(const v1::Run& run) {
           {"device", e.device()},
           {"gpu", e.gpu_name().empty() ? "" : absl::StrCat(e.gpu_name(), e.compute_capability().empty() ? "" : absl::StrCat(" (cc ", e.compute_capability(), ")"))},
           {"gpu uuid", e.gpu_uuid()},
-          {"driver", e.driver_version()},
+          {"driver", DriverLabel(e)},
           {"cuda runtime", e.cuda_runtime_version()},
           {"cudnn", e.cudnn_version()},
           {"torch", e.torch_version()},

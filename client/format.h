@@ -23,6 +23,8 @@ std::string RunStateName(v1::RunState state);      // running|succeeded|failed|i
 std::string StudyStateName(v1::StudyState state);  // active|done|cancelled
 // "2025-01-02 03:04:05Z"; "-" for 0.
 std::string FormatUnixMs(int64_t unix_ms);
+// The driver as shown: "580.95.05 (CUDA 13.0)", either half alone when the other is unknown, "".
+std::string DriverLabel(const v1::Environment& env);
 // The selector as shown in tables: "" -> "any".
 std::string TargetLabel(const std::string& target);
 

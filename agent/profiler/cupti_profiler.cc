@@ -222,7 +222,7 @@ void CuptiProfiler::DescribeEnvironment(v1::Environment* env) const {
   env->set_gpu_name(g.name);
   env->set_gpu_uuid(g.uuid);
   env->set_compute_capability(g.compute_capability);
-  env->set_driver_version(g.driver_version);
+  env->set_cuda_driver_version(g.cuda_driver_version);
   (*env->mutable_extra())["trace_clock"] = cupti_->monotonic_clock() ? "CLOCK_MONOTONIC" : "CUPTI";
 }
 

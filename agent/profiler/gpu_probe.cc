@@ -72,7 +72,7 @@ GpuProbe ProbeGpu() {
   g.memory_bytes = prop.totalGlobalMem;
   g.sm_count = prop.multiProcessorCount;
   int driver = 0, runtime = 0;
-  if (cudaDriverGetVersion(&driver) == cudaSuccess) g.driver_version = CudaVersionString(driver);
+  if (cudaDriverGetVersion(&driver) == cudaSuccess) g.cuda_driver_version = CudaVersionString(driver);
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) g.runtime_version = CudaVersionString(runtime);
   DeviceLimits& l = g.limits;
   l.cc_major = prop.major;

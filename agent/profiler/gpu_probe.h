@@ -25,7 +25,7 @@ struct GpuInfo {
   std::string compute_capability;  // "9.0"
   uint64_t memory_bytes = 0;
   int sm_count = 0;
-  std::string driver_version;      // CUDA version the driver supports, "13.0"
+  std::string cuda_driver_version;  // CUDA version the driver supports, "13.0"
   std::string runtime_version;     // CUDA runtime linked, "13.0"
   DeviceLimits limits;             // for theoretical occupancy
 };

@@ -173,7 +173,7 @@ const Logger kLog("worker");
 CeilingsKey KeyOf(const profiler::GpuInfo& gpu) {
   CeilingsKey key;
   key.gpu_uuid = gpu.uuid;
-  key.driver_version = gpu.driver_version;  // CUDA version the driver supports, without NVML
+  key.driver_version = gpu.cuda_driver_version;  // without NVML: the CUDA version the driver supports
   absl::StatusOr<GpuClocks> clocks = SampleGpuClocks(gpu.uuid);
   if (clocks.ok()) {
     if (!clocks->driver_version.empty()) key.driver_version = clocks->driver_version;

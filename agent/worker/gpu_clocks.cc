@@ -107,7 +107,7 @@ void FillGpuClockEnvironment(const absl::StatusOr<GpuClocks>& clocks, const std:
   if (c.mem_clock_max_mhz > 0) extra["mem_clock_max_mhz"] = absl::StrCat(c.mem_clock_max_mhz);
   if (c.power_draw_w > 0) extra["power_draw_w"] = absl::StrCat(c.power_draw_w);
   if (c.temperature_c > 0) extra["gpu_temperature_c"] = absl::StrCat(c.temperature_c);
-  if (!c.driver_version.empty()) extra["nvidia_driver"] = c.driver_version;
+  if (!c.driver_version.empty()) env->set_driver_version(c.driver_version);
   extra["gpu_clocks_at"] = when;
 }
 

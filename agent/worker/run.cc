@@ -156,7 +156,7 @@ struct Setup {
 void LogDevice(const profiler::GpuProbe& probe, const profiler::CudaLibraries& libs) {
   if (probe.available) {
     kLog.Info("GPU: {} (CC {}, {} SMs, driver CUDA {})", probe.gpu.name, probe.gpu.compute_capability,
-              probe.gpu.sm_count, probe.gpu.driver_version);
+              probe.gpu.sm_count, probe.gpu.cuda_driver_version);
   } else {
     kLog.Info("{}", probe.reason);
   }
@@ -209,7 +209,7 @@ void FillEnvironment(const Setup& s, v1::Environment* env) {
     env->set_gpu_name(s.probe.gpu.name);
     env->set_gpu_uuid(s.probe.gpu.uuid);
     env->set_compute_capability(s.probe.gpu.compute_capability);
-    env->set_driver_version(s.probe.gpu.driver_version);
+    env->set_cuda_driver_version(s.probe.gpu.cuda_driver_version);
     // Clocks, power cap and throttle reasons of this GPU (by UUID: CUDA_VISIBLE_DEVICES
     // renumbers devices) through NVML; without NVML the fields stay empty and extra says why.
     FillGpuClockEnvironment(SampleGpuClocks(s.probe.gpu.uuid), "run start, model on the GPU", env);

@@ -497,7 +497,7 @@ std::string EnvironmentTable(const ReportInput& in) {
     absl::StrAppend(&out, "<tr class=\"env-row\" data-run=\"", E(r.run_id()), "\"><td><code>", E(r.run_id()),
                     "</code>", src != e.extra().end() ? absl::StrCat("<br><small>", E(src->second), "</small>") : "",
                     "</td><td>", E(r.preset()), "</td><td>", E(RunStateName(r.state())), "</td><td>", E(Dash(gpu)),
-                    "</td><td>", E(Dash(e.compute_capability())), "</td><td>", E(Dash(e.driver_version())),
+                    "</td><td>", E(Dash(e.compute_capability())), "</td><td>", E(Dash(DriverLabel(e))),
                     "</td><td>", E(Dash(e.cuda_runtime_version())), "</td><td>", E(Dash(e.cudnn_version())),
                     "</td><td>", E(Dash(e.torch_version())), "</td><td>", E(Dash(e.cupti_version())), "</td><td>",
                     E(Dash(e.container_image())), "</td><td>", E(Dash(e.host())), "</td><td>", E(Dash(slurm)),

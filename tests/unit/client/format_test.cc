@@ -377,6 +377,18 @@ TEST(FormatRuns, AllFormats) {
   EXPECT_EQ(j["runs"][1]["error"], "lease expired");
 }
 
+// The NVIDIA driver (NVML) and the CUDA version it supports are two things; a run shows what it has.
+TEST(DriverLabel, DriverAndCudaVersionEitherAloneOrNeither) {
+  v1::Environment env;
+  EXPECT_EQ(DriverLabel(env), "");
+  env.set_cuda_driver_version("13.0");
+  EXPECT_EQ(DriverLabel(env), "CUDA 13.0");
+  env.set_driver_version("580.95.05");
+  EXPECT_EQ(DriverLabel(env), "580.95.05 (CUDA 13.0)");
+  env.clear_cuda_driver_version();
+  EXPECT_EQ(DriverLabel(env), "580.95.05");
+}
+
 TEST(FormatRun, TableShowsSectionsJsonKeepsProtoNames) {
   v1::Run run = SampleRun();
   run.set_error("");

@@ -201,7 +201,7 @@ TEST(GpuClocksTest, ReadingFillsTheEnvironment) {
   EXPECT_EQ(env.extra().at("power_draw_w"), "81");
   EXPECT_EQ(env.extra().at("gpu_temperature_c"), "37");
   EXPECT_EQ(env.extra().at("gpu_clocks_at"), "run start");
-  EXPECT_EQ(env.extra().at("nvidia_driver"), "580.95.05");
+  EXPECT_EQ(env.driver_version(), "580.95.05");
   EXPECT_EQ(env.extra().count("gpu_clocks_unavailable"), 0u);
 }
 
