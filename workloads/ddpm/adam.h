@@ -13,6 +13,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <cmath>
 #include <cstdint>
@@ -34,7 +35,7 @@ class ForeachAdam {
   }
 
   void Step() {
-    const at::NoGradGuard no_grad;
+    const c10::NoGradGuard no_grad;
     std::vector<at::Tensor> p, g, m, v;
     std::vector<at::Scalar> bc2_sqrt, step_size;  // per tensor: each counts its own steps
     for (size_t i = 0; i < params_.size(); ++i) {

@@ -1,5 +1,6 @@
 #include "workloads/ddpm/loop.h"
 
+#include <c10/core/GradMode.h>
 #include <ATen/Parallel.h>
 #include <sys/resource.h>
 #include <torch/cuda.h>
@@ -227,7 +228,7 @@ absl::Status Loop::Init() {
     case Phase::kTrain: {
       denoiser_->SetTraining(true);
       params_ = denoiser_->Parameters();
-      at::NoGradGuard no_grad;
+      c10::NoGradGuard no_grad;
       for (const at::Tensor& p : params_) ema_.push_back(p.detach().clone());
       optimizer_ = std::make_unique<ForeachAdam>(params_, o_.learning_rate, kAdamBeta1, kAdamBeta2, kAdamEps);
       break;
@@ -255,7 +256,7 @@ at::Tensor Loop::TimestepTensor(const std::vector<int64_t>& t) const {
 }
 
 at::Tensor Loop::QSample(const at::Tensor& eps, const at::Tensor& t) const {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const int64_t b = t.size(0);
   const at::Tensor a = sqrt_abar_.index_select(0, t).view({b, 1, 1, 1, 1});
   const at::Tensor s = sqrt_one_minus_abar_.index_select(0, t).view({b, 1, 1, 1, 1});
@@ -307,7 +308,7 @@ double Loop::ForwardStep(workload::PhaseObserver* obs, StepTimer* timer, workloa
   obs->OnPhaseBegin("fwd");
   const int begin = timer->Mark();
   {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     compat::AutocastGuard autocast(device_.type(), o_.bf16, at::kBFloat16);
     denoiser_->Forward(t_);
   }
@@ -363,7 +364,7 @@ double Loop::TrainStep(workload::PhaseObserver* obs, StepTimer* timer, workload:
 // the live weights while s < 2000, else ema = 0.995 ema + 0.005 w. Parameters only.
 void Loop::UpdateEma() {
   if (optimizer_steps_ % kEmaEvery != 0) return;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (optimizer_steps_ < kEmaStartStep) {
       ema_[i].copy_(params_[i]);
@@ -379,7 +380,7 @@ double Loop::SampleStep(workload::PhaseObserver* obs, StepTimer* timer, workload
   obs->OnPhaseBegin("sample_step");
   const int begin = timer->Mark();
   {
-    at::NoGradGuard no_grad;
+    c10::NoGradGuard no_grad;
     at::Tensor eps;
     {
       compat::AutocastGuard autocast(device_.type(), o_.bf16, at::kBFloat16);

@@ -1,5 +1,6 @@
 #include "workloads/meddpm/fused_group_norm.h"
 
+#include <c10/core/GradMode.h>
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -267,7 +268,7 @@ void FusedForwardInto(const at::Tensor& x, const at::Tensor& emb, int64_t groups
                   y.device() == x.device(),
               "FusedForwardInto: y must have x's shape, strides, dtype and device");
 #ifdef MEDPROF_FUSED_KERNELS
-  const at::NoGradGuard no_grad;
+  const c10::NoGradGuard no_grad;
   RunForward(x, Float32(emb), Float32(gamma), Float32(beta), groups, eps, silu, y);
 #else
   (void)emb, (void)gamma, (void)beta, (void)eps, (void)silu;
@@ -292,7 +293,7 @@ void FusedForwardBackwardInto(const at::Tensor& x, const at::Tensor& emb, int64_
                                        demb.is_contiguous())),
               "FusedForwardBackwardInto: demb must be contiguous Float (N, C) exactly when emb is given");
 #ifdef MEDPROF_FUSED_KERNELS
-  const at::NoGradGuard no_grad;
+  const c10::NoGradGuard no_grad;
   const at::Tensor emb_f = Float32(emb), gamma_f = Float32(gamma);
   const Saved s = RunForward(x, emb_f, gamma_f, Float32(beta), groups, eps, silu, y);
   RunBackward(x, emb_f, gamma_f, s, groups, silu, dy, dx, dgamma, dbeta, demb);

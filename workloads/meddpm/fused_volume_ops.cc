@@ -1,5 +1,6 @@
 #include "workloads/meddpm/fused_volume_ops.h"
 
+#include <c10/core/GradMode.h>
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -220,7 +221,7 @@ at::Tensor UpsampleX2BackwardKernel(const at::Tensor& dy, const at::Tensor& x) {
                   dy.size(3) == 2 * x.size(3) && dy.size(4) == 2 * x.size(4),
               "UpsampleX2BackwardKernel: dy must be (N, C, 2D, 2H, 2W) of x");
 #ifdef MEDPROF_FUSED_KERNELS
-  const at::NoGradGuard no_grad;
+  const c10::NoGradGuard no_grad;
   return RunUpsampleBackward(AsKernelInput(dy, x.scalar_type()), x.sizes());
 #else
   return at::Tensor();
@@ -235,7 +236,7 @@ std::pair<at::Tensor, at::Tensor> SmallConvBackwardKernel(const at::Tensor& x, c
                   dy.size(3) == x.size(3) && dy.size(4) == x.size(4),
               "SmallConvBackwardKernel: dy must be (N, O, D, H, W)");
 #ifdef MEDPROF_FUSED_KERNELS
-  const at::NoGradGuard no_grad;
+  const c10::NoGradGuard no_grad;
   return RunSmallConvBackward(x, weight, AsKernelInput(dy, x.scalar_type()));
 #else
   return {};

@@ -1,5 +1,6 @@
 #include "workloads/torchscript/workload.h"
 
+#include <c10/core/GradMode.h>
 #include <torch/script.h>
 
 #include <cerrno>
@@ -84,7 +85,7 @@ absl::StatusOr<Signature> CheckSignature(const torch::jit::Module& module) {
 // does in Python; TorchScript modules have no such call). Returns {converted, 5-D parameters}.
 std::pair<int, int> ToChannelsLast(torch::jit::Module& module) {
   int converted = 0, volumes = 0;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (at::Tensor p : module.parameters()) {
     if (p.dim() != 5) continue;
     ++volumes;
@@ -237,7 +238,7 @@ absl::Status DryRun(const Options& o, ScriptDenoiser* net, Prepared* p) {
   for (int i = 0; i < 2; ++i) {
     const at::Tensor t = at::full({1}, kDryRunT[i], at::TensorOptions().dtype(at::kLong).device(p->device));
     // The first forward keeps autograd's saved activations in train, so the probe sees them.
-    at::AutoGradMode grad(i == 0 && l.phase == ddpm::Phase::kTrain);
+    c10::AutoGradMode grad(i == 0 && l.phase == ddpm::Phase::kTrain);
     ddpm::compat::AutocastGuard autocast(p->device.type(), d.flags.bf16, at::kBFloat16);
     absl::StatusOr<at::Tensor> forward = DryForward(net, x, t);
     if (!forward.ok() && d.flags.bf16) {  // a module may run in FP32 but not under autocast
