@@ -53,8 +53,8 @@ std::string ThrottleReasonNames(uint64_t mask);
 
 // Stores a reading in `env`: sm_clock_mhz, mem_clock_mhz, power_limit_w, throttle_reasons,
 // driver_version, and extra["sm_clock_max_mhz"], ["mem_clock_max_mhz"], ["power_draw_w"],
-// ["gpu_temperature_c"] (known values only), ["gpu_clocks_at"] = `when`. An error leaves those fields empty and sets
-// extra["gpu_clocks_unavailable"] to its message.
+// ["gpu_temperature_c"] (known values only), ["gpu_clocks_at"] = `when`. An error leaves those
+// fields empty and sets extra["gpu_clocks_unavailable"] to its message.
 void FillGpuClockEnvironment(const absl::StatusOr<GpuClocks>& clocks, const std::string& when,
                              v1::Environment* env);
 
