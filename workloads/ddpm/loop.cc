@@ -1,7 +1,7 @@
 #include "workloads/ddpm/loop.h"
 
-#include <c10/core/GradMode.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 #include <sys/resource.h>
 #include <torch/cuda.h>
 

@@ -1,7 +1,7 @@
 #include "workloads/meddpm/fused_group_norm.h"
 
-#include <c10/core/GradMode.h>
 #include <ATen/record_function.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <torch/csrc/autograd/custom_function.h>
 
