@@ -207,13 +207,13 @@ absl::Status InitializeNvpwHost() {
   return host;
 }
 
-// MEDPROF_LEGACY_ONE_PASS_REPLAY=user: a one-pass kernel session runs as one user-replay pass
-// spanning every profiled launch (Enable/Disable around each) instead of CUPTI's kernel replay,
-// which saves and restores device memory around each launch. An experiment switch for the train
-// step's stall (docs/metrics.md); unset or any other value keeps kernel replay.
-bool OnePassUserReplayRequested() {
+// A one-pass kernel session runs as one user-replay pass spanning every profiled launch
+// (Enable/Disable around each) instead of CUPTI's kernel replay, which saves and restores device
+// memory around each launch and stops inside a train step's first cuDNN convolution (docs/metrics.md).
+// MEDPROF_LEGACY_ONE_PASS_REPLAY=kernel in the worker's environment keeps kernel replay, to compare.
+bool OnePassUserReplay() {
   const char* v = std::getenv("MEDPROF_LEGACY_ONE_PASS_REPLAY");
-  return v != nullptr && std::string_view(v) == "user";
+  return v == nullptr || std::string_view(v) != "kernel";
 }
 
 class LegacySession final : public CounterSession {
@@ -223,7 +223,7 @@ class LegacySession final : public CounterSession {
     MEDPROF_RETURN_IF_ERROR(InitializeNvpwHost());
     std::unique_ptr<LegacySession> s(new LegacySession(o));
     MEDPROF_RETURN_IF_ERROR(s->Build());
-    s->one_pass_user_ = o.replay == CUPTI_KernelReplay && s->passes_ == 1 && OnePassUserReplayRequested();
+    s->one_pass_user_ = o.replay == CUPTI_KernelReplay && s->passes_ == 1 && OnePassUserReplay();
     MEDPROF_RETURN_IF_ERROR(s->BeginSession());
     return s;
   }

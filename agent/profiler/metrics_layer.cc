@@ -79,9 +79,6 @@ absl::Status MetricsLayer::Measure(const StepRunner& run, const ProgressFn& prog
                                    const v1::KernelSignatures& signatures) {
   api_ = ChooseApi(request_.counter_api, gpu_.compute_capability);
   notes_.push_back(absl::StrCat("counter API: ", CounterApiName(api_)));
-  const bool train_step = std::any_of(signatures.signatures().begin(), signatures.signatures().end(),
-                                      [](const v1::KernelSignature& s) { return s.phase() == "bwd"; });
-  MEDPROF_RETURN_IF_ERROR(CheckLegacyApiStep(request_.counter_api, api_ == CounterApi::kLegacy, train_step));
   if (api_ == CounterApi::kLegacy) {
     notes_.push_back(
         "the legacy Profiling API path is validated against the range profiler on Hopper (H200), "

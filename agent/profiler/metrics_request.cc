@@ -21,13 +21,4 @@ std::string_view CounterApiChoiceName(CounterApiChoice c) {
   return "auto";
 }
 
-absl::Status CheckLegacyApiStep(CounterApiChoice choice, bool legacy_api, bool train_step) {
-  if (!legacy_api || !train_step || choice == CounterApiChoice::kLegacy) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      "metrics layer skipped: this GPU needs the legacy Profiling API (compute capability below 7.5), "
-      "which stops inside a train step's first kernel session (seen on Hopper; the cause is not found "
-      "yet). Trace, op, sampling and PM layers are unaffected; hardware metrics work on --phase forward, "
-      "or force --counter-api legacy to try the train step anyway");
-}
-
 }  // namespace medprof::profiler

@@ -19,13 +19,6 @@ enum class CounterApiChoice { kAuto, kRange, kLegacy };
 absl::StatusOr<CounterApiChoice> ParseCounterApiChoice(std::string_view text);
 std::string_view CounterApiChoiceName(CounterApiChoice c);
 
-// Whether the legacy Profiling API (`legacy_api`, chosen by `choice`) may profile a step with a
-// backward pass (`train_step`). It stops inside its first kernel session on a train step (seen
-// on Hopper, on a forward convolution of the step; the cause is not found yet), so when `auto`
-// picked it the metrics layer is refused with FAILED_PRECONDITION saying why and what still works;
-// a forced `legacy` runs (to investigate). Every other combination is OK.
-absl::Status CheckLegacyApiStep(CounterApiChoice choice, bool legacy_api, bool train_step);
-
 struct MetricsRequest {
   bool enabled = false;
   int top_k = 20;          // kernels profiled, largest trace time first
