@@ -15,6 +15,9 @@
   ncu_agree.py runs RUN_A.jsonl RUN_B.jsonl [--top N]
       the same two levels between two medprof runs (the legacy Profiling API against the range
       profiler): signatures matched by id, kernels by name.
+  ncu_agree.py count RUN.jsonl
+      how many kernels and signatures of the run have metric rows; exit 1 when none (or the
+      decode is empty), so a harness can say that a run measured nothing.
 
 Agreement: within 5 % relative, or 2 points for percentages (both sides clamped to 0..100).
 Prints one line per compared value and a summary per level; exit 0 when both levels have at
@@ -179,12 +182,21 @@ def compare_runs(run, other, top):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["ncu", "runs"])
+    ap.add_argument("mode", choices=["ncu", "runs", "count"])
     ap.add_argument("run")
-    ap.add_argument("other")
+    ap.add_argument("other", nargs="?")
     ap.add_argument("--top", type=int, default=10)
     a = ap.parse_args()
-    run = load_run(a.run)
+    if a.mode != "count" and not a.other:
+        ap.error(f"{a.mode} needs a second file")
+    try:
+        run = load_run(a.run)
+    except (OSError, ValueError) as e:
+        print(f"no decodable run in {a.run}: {e}")
+        return 1
+    if a.mode == "count":
+        print(f"{len(run['kernel_metrics'])} kernels and {len(run['signature_metrics'])} signatures with metrics")
+        return 0 if run["kernel_metrics"] else 1
     top = run["top"][: a.top]
     print(f"{'lvl'} {'what':70s} {'metric':22s} {'medprof':>13s} {'other':>13s} {'diff':>9s} ok")
     if a.mode == "ncu":  # several exports (a fallback run for the kernels the first one missed) are joined
