@@ -37,9 +37,11 @@ run_worker() {  # file-prefix, preset, phase, extra args...
     --metrics-top-k "$top" --overhead-pairs 0 "$@" --out "$out/$name.pb" 2>"$out/$name.log"
   rc=$?
   "$worker" --decode "$out/$name.pb" >"$out/$name.jsonl" 2>>"$out/$name.log"
-  say "$name: exit $rc, $(python3 -c "import time; print(f'{time.time()-$t0:.1f}')") s; $(python3 bench/gpu/ncu_agree.py count "$out/$name.jsonl")"
+  local measured measured_rc
+  measured=$(python3 bench/gpu/ncu_agree.py count "$out/$name.jsonl"); measured_rc=$?
+  say "$name: exit $rc, $(python3 -c "import time; print(f'{time.time()-$t0:.1f}')") s; $measured"
   # A run without metric rows: the worker's own warnings and last lines say why.
-  python3 bench/gpu/ncu_agree.py count "$out/$name.jsonl" >/dev/null ||
+  [ "$measured_rc" = 0 ] ||
     { grep -iE 'warn|error|fail' "$out/$name.log" | tail -6; tail -3 "$out/$name.log"; } | cut -c1-300 | sed 's/^/    /' | tee -a "$summary"
 }
 
