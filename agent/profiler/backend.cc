@@ -76,7 +76,6 @@ absl::StatusOr<CreatedProfiler> CreateProfiler(const BackendChoice& choice, cons
     options.sampling = request.sampling;
     options.metrics = request.metrics;
     options.overhead_pairs = request.overhead_pairs;
-    options.roofs = request.roofs;
     auto cupti = CuptiProfiler::Create(options);
     if (cupti.ok()) {
       out.profiler = std::move(cupti).value();

@@ -44,7 +44,6 @@ struct ProfilerRequest {
   bool sampling = true;     // PC + PM sampling where counters are permitted
   MetricsRequest metrics;   // the hardware-counter layer (metrics_request.h)
   int overhead_pairs = 3;   // trace on/off step pairs measuring the trace overhead
-  roofline::Roofs roofs;    // the run's ceilings (the worker's measurement): findings place kernels on them
 };
 
 // The profiler fields of a validated, defaulted job configuration.

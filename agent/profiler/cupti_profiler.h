@@ -1,8 +1,10 @@
 // CuptiProfiler: the "cupti" backend — op aggregates plus the CUPTI activity trace layer, the
 // sampling layer and, on request, the metrics layer.
 //
-// Create() starts CUPTI activity tracing at once (before the workload creates its CUDA context, so
-// nothing is missed) and fails with the CUPTI call's status when tracing is not possible (no
+// Create() starts CUPTI activity tracing at once and must run before anything creates the process's
+// CUDA context (the workload, the worker's ceilings probe): on a context that already existed PC
+// sampling never starts and no kernel gets its op (nor, then, a signature the metrics layer could
+// measure; seen on an H100 with LibTorch 2.11 and CUDA 13.0). It fails with the CUPTI call's status when tracing is not possible (no
 // driver: CUPTI_ERROR_UNKNOWN; another profiler attached: MULTIPLE_SUBSCRIBERS) — backend.h then
 // falls back to the CPU backend. Start() installs the op observer with input shapes on: around
 // every LibTorch op the profiler pushes EncodeExternalId(op slot, shape id) as a CUSTOM0 external
@@ -59,7 +61,6 @@ struct CuptiProfilerOptions {
   uint32_t pc_period_exponent = 17;  // PC sampling every 2^N SM cycles
   MetricsRequest metrics;            // the metrics layer (off unless enabled)
   int overhead_pairs = 3;            // trace on/off step pairs for the overhead figure (0: not measured)
-  roofline::Roofs roofs;             // the run's ceilings, for the findings (ProfilerRequest::roofs)
 };
 
 class CuptiProfiler : public Profiler, private OpListener {
@@ -85,6 +86,7 @@ class CuptiProfiler : public Profiler, private OpListener {
   std::vector<v1::WorkerMessage> Results() const override;
   double trace_overhead_pct() const override { return trace_overhead_pct_; }
   int64_t metrics_wall_ms() const override { return metrics_->wall_ms(); }
+  void SetRoofs(roofline::Roofs roofs) override { roofs_ = std::move(roofs); }
 
   // The raw timeline of the first measured steps (for Chrome-trace export).
   std::vector<TimelineEvent> Timeline() const { return kernels_->Timeline(); }
@@ -123,6 +125,7 @@ class CuptiProfiler : public Profiler, private OpListener {
   // Trace overhead.
   double trace_overhead_pct_ = 0.0;
   std::string overhead_note_;
+  roofline::Roofs roofs_;  // the run's ceilings (SetRoofs), for the findings
 
   const CuptiProfilerOptions options_;
   PhaseTracker tracker_;

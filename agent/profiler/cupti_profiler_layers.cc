@@ -318,7 +318,7 @@ std::vector<v1::KernelFinding> CuptiProfiler::Findings() const {
   }
   FindingsOptions fo;
   fo.sm_count = options_.gpu.sm_count;
-  fo.roofs = options_.roofs;
+  fo.roofs = roofs_;
   return FindKernelFindings(facts, fo);
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/roofline.h"
 #include "medprof/v1/results.pb.h"
 #include "medprof/v1/workload.pb.h"
 #include "workloads/workload.h"
@@ -82,6 +83,10 @@ class Profiler : public workload::PhaseObserver {
   // of the metrics layer.
   virtual double trace_overhead_pct() const { return 0.0; }
   virtual int64_t metrics_wall_ms() const { return 0; }
+  // The run's roofline ceilings, for the findings (they place kernels on them). The worker
+  // measures them after creating the profiler, so that CUPTI is subscribed before the probe
+  // creates the CUDA context; call before Results(). Backends without a GPU trace ignore them.
+  virtual void SetRoofs(roofline::Roofs /*roofs*/) {}
 };
 
 }  // namespace medprof::profiler

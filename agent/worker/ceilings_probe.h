@@ -9,8 +9,9 @@
 //                                    kCopyReps
 // Each Ceiling gets `measured` and its `method`; datasheet values are the caller's
 // (common/chip_datasheet.h). About 1 s on an H200 (bench/gpu/roofline_check.sh prints it); the
-// worker runs it before its profiler starts, so none of these kernels is traced, and hands the
-// caching allocator's blocks back afterwards so the run's peak memory is its own.
+// worker runs it after creating its profiler and before the first step (CUPTI must see the CUDA
+// context created: see run.cc), so its kernels count in no step; it hands the caching allocator's
+// blocks back afterwards so the run's peak memory is its own.
 //
 // Needs a CUDA build (MEDPROF_HAVE_CUDA), else UNIMPLEMENTED; LibTorch without CUDA (Debian's)
 // compiles it and fails the GEMMs at run time with LibTorch's error. A CUDA or LibTorch error is

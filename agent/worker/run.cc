@@ -148,7 +148,7 @@ struct Setup {
   profiler::GpuProbe probe;
   profiler::CudaLibraries libs;
   profiler::BackendChoice choice;
-  v1::Ceilings ceilings;              // the roofline's, measured before the profiler starts
+  v1::Ceilings ceilings;              // the roofline's, measured once the profiler exists
   profiler::CreatedProfiler created;  // the profiler and, if CUPTI could not start, why
   std::unique_ptr<workload::Workload> workload;
 };
@@ -174,15 +174,17 @@ int ChooseDeviceAndProfiler(const RunContext& ctx, Setup* s) {
   auto choice = profiler::ChooseBackend(ctx.effective.device(), s->probe, profiler::TorchHasCuda());
   if (!choice.ok()) return Fail(ctx, choice.status(), "choosing the device");
   s->choice = *std::move(choice);
-  // Before the profiler exists, so that none of the probe's kernels is traced.
-  const char* cache_dir = std::getenv("MEDPROF_CACHE_DIR");
-  s->ceilings = NodeCeilings(s->choice.device == v1::DEVICE_KIND_CUDA, s->probe.gpu, cache_dir ? cache_dir : "");
   auto request = profiler::ProfilerRequestFor(ctx.effective);
   if (!request.ok()) return Fail(ctx, request.status(), "reading the profiler request");
-  request->roofs = roofline::RoofsOf(s->ceilings);
   auto created = profiler::CreateProfiler(s->choice, s->probe, *request);
   if (!created.ok()) return Fail(ctx, created.status(), "creating the profiler");
   s->created = *std::move(created);
+  // After the profiler: CUPTI must be subscribed before the CUDA context exists (the probe
+  // creates it), or PC sampling never starts and no kernel gets its op, so the metrics layer
+  // finds no signatures. The probe's kernels run before the first step and count in no step.
+  const char* cache_dir = std::getenv("MEDPROF_CACHE_DIR");
+  s->ceilings = NodeCeilings(s->choice.device == v1::DEVICE_KIND_CUDA, s->probe.gpu, cache_dir ? cache_dir : "");
+  s->created.profiler->SetRoofs(roofline::RoofsOf(s->ceilings));
   kLog.Info("device {}, profiler backend {}{}", s->choice.device == v1::DEVICE_KIND_CUDA ? "cuda" : "cpu",
             s->created.profiler->backend(), s->choice.reason.empty() ? "" : absl::StrCat(" (", s->choice.reason, ")"));
   return kExitOk;
