@@ -115,6 +115,10 @@ class MetricsLayer {
   const MetricsRequest request_;
   const Hooks hooks_;
   CounterApi api_ = CounterApi::kRangeProfiler;
+  // The legacy Profiling API on a step with a backward pass: kernel-replay sessions of more than
+  // one pass are left out (with a note), since CUPTI's kernel replay does not finish there; the
+  // one-pass sessions run as one user-replay pass (legacy_profiler.cc) and are measured.
+  bool one_pass_only_ = false;
   absl::Status status_ = absl::FailedPreconditionError("not requested (submit with --metrics)");
   std::vector<std::string> notes_;
   std::vector<std::string> dropped_;
