@@ -15,9 +15,10 @@
 #   bash bench/gpu/agreement.sh OUT_DIR CASE...      e.g. ... out opt12:forward opt1:train
 # Environment: WORKER (default build-gpu/bin/medprof-worker), VOLUME (128), TOP (10), LEGACY (1: also
 # run the legacy Profiling API; 0: skip it), WORKER_TIMEOUT_S (300: a worker run is stopped after it), NCU_REPLAY
-# (kernel | application, default kernel: ncu's replay mode for the first run; medprof's one-pass
+# (application | kernel, default application: ncu's replay mode for the first run; medprof's one-pass
 # sessions measure each launch in the cache state the application left, as application replay does,
-# while kernel replay of ncu's two passes restores memory between them).
+# while kernel replay restores memory between ncu's passes and moves the cache-state metrics:
+# bench/results/h100-agreement-2026-12-06.md).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=$1; shift
@@ -67,7 +68,7 @@ for spec in "$@"; do
   run_worker "$c-medprof" "$preset" "$phase"
   [ "${LEGACY:-1}" = 1 ] && run_worker "$c-legacy" "$preset" "$phase" --counter-api legacy
   regex=$(python3 bench/gpu/ncu_compare.py regex "$out/$c-medprof.jsonl" --top "$top" --demangled)
-  run_ncu "$c" "$preset" "$phase" "$out/$c-ncu.csv" "$regex" --replay-mode "${NCU_REPLAY:-kernel}"
+  run_ncu "$c" "$preset" "$phase" "$out/$c-ncu.csv" "$regex" --replay-mode "${NCU_REPLAY:-application}"
   csvs="$out/$c-ncu.csv"
   # Kernels with no launch in the export: one ncu run each under application replay.
   python3 bench/gpu/ncu_compare.py covered "$out/$c-medprof.jsonl" "$out/$c-ncu.csv" --top "$top" --steps 1 \
@@ -75,7 +76,7 @@ for spec in "$@"; do
   i=0
   while read -r name; do
     i=$((i + 1))
-    say "  not covered by kernel replay, retried under application replay: ${name:0:90}"
+    say "  not covered by the first ncu run, retried alone under application replay: ${name:0:90}"
     one=$(python3 - "$name" <<'PY'
 import sys
 sys.path.insert(0, "bench/gpu")
