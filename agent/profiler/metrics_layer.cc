@@ -146,35 +146,14 @@ void MetricsLayer::AddTargets(const std::vector<KernelTarget>& kernels, Session*
 absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Session& session, const Session& detail,
                                              const ResolvedCatalog& cat, CuptiHost* host) {
   const size_t launches = static_cast<size_t>(std::max(1, request_.launches));
-  // Every core metric the chip can count in one pass goes into one-pass sessions (GH100: all of
-  // them once the L2 hit rate is made from its two one-pass parts), so each value comes from one
-  // execution of the kernel as the application ran it, with no memory restore before it; the rest
-  // of the core set is replayed.
-  const SinglePassPlan plan = PackSinglePass(
-      WithoutDerived(cat.InGroups({MetricGroup::kCore})),
-      [&](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
-        MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> config, host->NewConfig(perfworks));
-        return config->passes();
-      });
-  kLog.Info("metrics layer: core counters in {} one-pass sessions, {} replayed; {} signatures",
-            plan.groups.size(), plan.rest.size(), session.targets.size());
-  std::vector<ResolvedMetric> replayed = plan.rest;
-  for (size_t g = 0; g < plan.groups.size(); ++g) {
-    const absl::Status s =
-        ProfileKernels(run, session, plan.groups[g],
-                       absl::StrCat("core, one pass ", g + 1, "/", plan.groups.size()), launches, 1);
-    if (s.code() == absl::StatusCode::kResourceExhausted) {  // the device disagrees with the host's count
-      kLog.Warn("metrics layer: {}; these metrics are replayed instead", std::string(s.message()));
-      replayed.insert(replayed.end(), plan.groups[g].begin(), plan.groups[g].end());
-      continue;
-    }
-    MEDPROF_RETURN_IF_ERROR(s);
-  }
-  MEDPROF_RETURN_IF_ERROR(ProfileKernels(run, session, replayed, "core, replayed", launches));
+  MEDPROF_RETURN_IF_ERROR(
+      ProfileOnePassFirst(run, session, WithoutDerived(cat.InGroups({MetricGroup::kCore})), "core", launches, host));
   // The roofline's work and traffic on every core signature: a signature's launches run the same
-  // instructions on the same inputs, so one launch each.
-  MEDPROF_RETURN_IF_ERROR(OptionalSession(ProfileKernels(run, session, cat.InGroups({MetricGroup::kWork}), "work", 1),
-                                   "signatures, the roofline's work counters"));
+  // instructions on the same inputs, so one launch each (the bytes, which depend on the cache
+  // state, measured in place like the core set).
+  MEDPROF_RETURN_IF_ERROR(
+      OptionalSession(ProfileOnePassFirst(run, session, cat.InGroups({MetricGroup::kWork}), "work", 1, host),
+                      "signatures, the roofline's work counters"));
   // Stalls, throughputs and the SASS mix: ratios and counts of one launch (16 passes on GH100), on
   // the detail tier's signatures.
   MEDPROF_RETURN_IF_ERROR(ProfileKernels(
@@ -184,6 +163,30 @@ absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Sessio
   // sessions they came from.
   for (auto& [id, values] : signature_metrics_) DeriveFromParts(&values);
   return absl::OkStatus();
+}
+
+absl::Status MetricsLayer::ProfileOnePassFirst(const StepRunner& run, const Session& session,
+                                               const std::vector<ResolvedMetric>& metrics, const std::string& label,
+                                               size_t launches, CuptiHost* host) {
+  const SinglePassPlan plan =
+      PackSinglePass(metrics, [&](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
+        MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> config, host->NewConfig(perfworks));
+        return config->passes();
+      });
+  kLog.Info("metrics layer: {} counters in {} one-pass sessions, {} replayed; {} signatures", label,
+            plan.groups.size(), plan.rest.size(), session.targets.size());
+  std::vector<ResolvedMetric> replayed = plan.rest;
+  for (size_t g = 0; g < plan.groups.size(); ++g) {
+    const absl::Status s = ProfileKernels(run, session, plan.groups[g],
+                                          absl::StrCat(label, ", one pass ", g + 1, "/", plan.groups.size()), launches, 1);
+    if (s.code() == absl::StatusCode::kResourceExhausted) {  // the device disagrees with the host's count
+      kLog.Warn("metrics layer: {}; these metrics are replayed instead", std::string(s.message()));
+      replayed.insert(replayed.end(), plan.groups[g].begin(), plan.groups[g].end());
+      continue;
+    }
+    MEDPROF_RETURN_IF_ERROR(s);
+  }
+  return ProfileKernels(run, session, replayed, absl::StrCat(label, ", replayed"), launches);
 }
 
 absl::Status MetricsLayer::ProfileKernels(const StepRunner& run, const Session& session,

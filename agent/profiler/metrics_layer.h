@@ -93,6 +93,12 @@ class MetricsLayer {
   // The core counters on `session`'s signatures, the detail groups on `detail`'s.
   absl::Status ProfileSignatures(const StepRunner& run, const Session& session, const Session& detail,
                                  const ResolvedCatalog& catalog, CuptiHost* host);
+  // `metrics` in one-pass sessions as far as they pack (PackSinglePass): each value from one
+  // execution of the kernel as the application ran it, no memory restore before it; the rest in
+  // one kernel-replay session. Sessions are labelled "<label>, one pass i/n" and "<label>, replayed".
+  absl::Status ProfileOnePassFirst(const StepRunner& run, const Session& session,
+                                   const std::vector<ResolvedMetric>& metrics, const std::string& label,
+                                   size_t launches, CuptiHost* host);
   // One kernel-replay session: `metrics` on `launches` steps' launch of each target (medians kept).
   // max_passes > 0: RESOURCE_EXHAUSTED when the configuration needs more.
   absl::Status ProfileKernels(const StepRunner& run, const Session& session,

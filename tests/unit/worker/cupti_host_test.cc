@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "agent/profiler/counter_session.h"
 #include "agent/profiler/metric_catalog.h"
@@ -164,6 +165,46 @@ TEST(CuptiHost, TheRooflineCountersResolvePerChip) {
     auto work = (*host)->NewConfig(r.PerfworksNames({MetricGroup::kWork}));
     ASSERT_TRUE(work.ok()) << chip << ": " << work.status();
     EXPECT_EQ((*work)->passes(), work_passes.at(chip)) << chip;
+  }
+}
+
+// The work group goes through one-pass sessions as the core set does (MetricsLayer::
+// ProfileOnePassFirst): every counter that counts in one pass alone is packed into one-pass
+// configurations; the few that need several passes even alone are what kernel replay is left with.
+TEST(CuptiHost, TheRooflineWorkCountersPackIntoOnePassSessionsExceptTheMultiPassOnes) {
+  const std::map<std::string, std::pair<size_t, std::set<std::string>>> expected = {
+      {"GH100", {4, {"l1_writeback_cycles", "flops.tensor_fp16"}}},
+      {"GA100", {4, {}}},
+      {"GV100", {2, {"bytes.l2"}}}};
+  for (const auto& [chip, want] : expected) {
+    auto host = CuptiHost::Create(CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, {});
+    ASSERT_TRUE(host.ok()) << chip << ": " << host.status();
+    const ResolvedCatalog r = Resolve(chip, **host, MetricCatalog());
+    auto passes = [&](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
+      MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> c, (*host)->NewConfig(perfworks));
+      return c->passes();
+    };
+    const std::vector<ResolvedMetric> work = r.InGroups({MetricGroup::kWork});
+    const SinglePassPlan plan = PackSinglePass(work, passes);
+    EXPECT_EQ(plan.groups.size(), want.first) << chip;
+    std::set<std::string> rest;
+    for (const ResolvedMetric& m : plan.rest) {
+      rest.insert(m.name);
+      auto alone = passes({m.perfworks});
+      ASSERT_TRUE(alone.ok()) << chip << " " << m.name << ": " << alone.status();
+      EXPECT_GT(*alone, 1u) << chip << " " << m.name << " counts in one pass alone, yet was not packed";
+    }
+    EXPECT_EQ(rest, want.second) << chip;
+    size_t placed = 0;
+    for (const auto& group : plan.groups) {
+      std::vector<std::string> perfworks;
+      for (const ResolvedMetric& m : group) perfworks.push_back(m.perfworks);
+      placed += group.size();
+      auto n = passes(perfworks);
+      ASSERT_TRUE(n.ok()) << chip << ": " << n.status();
+      EXPECT_EQ(*n, 1u) << chip;
+    }
+    EXPECT_EQ(placed + plan.rest.size(), work.size()) << chip;
   }
 }
 
