@@ -1,10 +1,10 @@
 // CuptiProfiler: the "cupti" backend — op aggregates plus the CUPTI activity trace layer, the
 // sampling layer and, on request, the metrics layer.
 //
-// Create() starts CUPTI activity tracing at once and must run before anything creates the process's
-// CUDA context (the workload, the worker's ceilings probe): on a context that already existed PC
-// sampling never starts and no kernel gets its op (nor, then, a signature the metrics layer could
-// measure; seen on an H100 with LibTorch 2.11 and CUDA 13.0). It fails with the CUPTI call's status when tracing is not possible (no
+// Create() starts CUPTI activity tracing at once and must run before anything creates the
+// process's CUDA context (the workload, the worker's ceilings probe): on a context that already
+// existed PC sampling never starts and no kernel gets its op, nor then a signature the metrics
+// layer could measure. It fails with the CUPTI call's status when tracing is not possible (no
 // driver: CUPTI_ERROR_UNKNOWN; another profiler attached: MULTIPLE_SUBSCRIBERS) — backend.h then
 // falls back to the CPU backend. Start() installs the op observer with input shapes on: around
 // every LibTorch op the profiler pushes EncodeExternalId(op slot, shape id) as a CUSTOM0 external

@@ -146,8 +146,8 @@ void MetricsLayer::AddTargets(const std::vector<KernelTarget>& kernels, Session*
 absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Session& session, const Session& detail,
                                              const ResolvedCatalog& cat, CuptiHost* host) {
   const size_t launches = static_cast<size_t>(std::max(1, request_.launches));
-  MEDPROF_RETURN_IF_ERROR(
-      ProfileOnePassFirst(run, session, WithoutDerived(cat.InGroups({MetricGroup::kCore})), "core", launches, host));
+  const std::vector<ResolvedMetric> core = WithoutDerived(cat.InGroups({MetricGroup::kCore}));
+  MEDPROF_RETURN_IF_ERROR(ProfileOnePassFirst(run, session, core, "core", launches, host));
   // The roofline's work and traffic on every core signature: a signature's launches run the same
   // instructions on the same inputs, so one launch each (the bytes, which depend on the cache
   // state, measured in place like the core set).
@@ -166,8 +166,8 @@ absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Sessio
 }
 
 absl::Status MetricsLayer::ProfileOnePassFirst(const StepRunner& run, const Session& session,
-                                               const std::vector<ResolvedMetric>& metrics, const std::string& label,
-                                               size_t launches, CuptiHost* host) {
+                                               const std::vector<ResolvedMetric>& metrics,
+                                               const std::string& label, size_t launches, CuptiHost* host) {
   const SinglePassPlan plan =
       PackSinglePass(metrics, [&](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
         MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> config, host->NewConfig(perfworks));
@@ -177,8 +177,8 @@ absl::Status MetricsLayer::ProfileOnePassFirst(const StepRunner& run, const Sess
             plan.groups.size(), plan.rest.size(), session.targets.size());
   std::vector<ResolvedMetric> replayed = plan.rest;
   for (size_t g = 0; g < plan.groups.size(); ++g) {
-    const absl::Status s = ProfileKernels(run, session, plan.groups[g],
-                                          absl::StrCat(label, ", one pass ", g + 1, "/", plan.groups.size()), launches, 1);
+    const std::string pass = absl::StrCat(label, ", one pass ", g + 1, "/", plan.groups.size());
+    const absl::Status s = ProfileKernels(run, session, plan.groups[g], pass, launches, 1);
     if (s.code() == absl::StatusCode::kResourceExhausted) {  // the device disagrees with the host's count
       kLog.Warn("metrics layer: {}; these metrics are replayed instead", std::string(s.message()));
       replayed.insert(replayed.end(), plan.groups[g].begin(), plan.groups[g].end());

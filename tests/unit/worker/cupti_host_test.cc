@@ -23,6 +23,14 @@ ResolvedCatalog Resolve(const std::string& chip, CuptiHost& host, const std::vec
   return ResolveCatalog(catalog, chip, [&](const std::string& m) { return host.Validity(m); });
 }
 
+// The pass count of a configuration on `host`, as PackSinglePass asks for it.
+PassCounter PassesOn(CuptiHost& host) {
+  return [&host](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
+    MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> c, host.NewConfig(perfworks));
+    return c->passes();
+  };
+}
+
 std::string PerfworksOf(const ResolvedCatalog& r, const std::string& name) {
   for (const ResolvedMetric& m : r.metrics) {
     if (m.name == name) return m.perfworks;
@@ -54,10 +62,7 @@ TEST(CuptiHost, HopperCountsEveryCoreMetricInOnePassSessionsWithTheL2HitRateFrom
   ASSERT_TRUE(host.ok()) << host.status();
   const ResolvedCatalog r = Resolve("GH100", **host, MetricCatalog());
   const std::vector<ResolvedMetric> core = r.InGroups({MetricGroup::kCore});
-  auto passes = [&](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
-    MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> c, (*host)->NewConfig(perfworks));
-    return c->passes();
-  };
+  const PassCounter passes = PassesOn(**host);
   auto core_of = [&](const std::string& name) {
     for (const ResolvedMetric& m : core) {
       if (m.name == name) return m;
@@ -180,10 +185,7 @@ TEST(CuptiHost, TheRooflineWorkCountersPackIntoOnePassSessionsExceptTheMultiPass
     auto host = CuptiHost::Create(CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, {});
     ASSERT_TRUE(host.ok()) << chip << ": " << host.status();
     const ResolvedCatalog r = Resolve(chip, **host, MetricCatalog());
-    auto passes = [&](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
-      MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> c, (*host)->NewConfig(perfworks));
-      return c->passes();
-    };
+    const PassCounter passes = PassesOn(**host);
     const std::vector<ResolvedMetric> work = r.InGroups({MetricGroup::kWork});
     const SinglePassPlan plan = PackSinglePass(work, passes);
     EXPECT_EQ(plan.groups.size(), want.first) << chip;
