@@ -5,7 +5,9 @@
 #      takes them from the cache.
 #   2. per case (default opt1:forward opt12:forward, 128^3): the worker with --metrics on the top-10
 #      kernels, and Nsight Compute over ONE measured step of the same worker with the raw counters
-#      the roofline is made of (--cache-control none --clock-control none, as agreement.sh);
+#      the roofline is made of (--cache-control none --clock-control none and application replay,
+#      as agreement.sh: the bytes depend on the cache state the application left, which medprof's
+#      one-pass sessions measure in place);
 #      roofline_agree.py ncu (FLOPs and DRAM/L2 bytes of the top-10 kernels within 5 %) and conv
 #      (the 3x3x3 convolutions' FLOPs within 10 % of 2*N*Cin*Cout*D*H*W*27).
 # Everything goes to OUT_DIR; one line per check in OUT_DIR/summary.txt. Also runs
@@ -13,7 +15,8 @@
 #
 #   bash bench/gpu/build_worker.sh && bash bench/gpu/roofline_check.sh OUT_DIR [PRESET:PHASE...]
 # Environment: WORKER (default build-gpu/bin/medprof-worker), VOLUME (128), TOP (10), CHIP (gh100; ga100
-# or gv100 for the counters those chips have), WORKER_TIMEOUT_S (300: a worker or ncu run is stopped after it).
+# or gv100 for the counters those chips have), WORKER_TIMEOUT_S (300: a worker or ncu run is stopped after it),
+# NCU_REPLAY (application | kernel, default application).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=$1; shift
@@ -52,7 +55,7 @@ for spec in "${cases[@]}"; do
   regex=$(python3 bench/gpu/ncu_compare.py regex "$out/$c-medprof.jsonl" --top "$top" --demangled)
   timeout -k 10 "$limit" ncu --clock-control none --cache-control none --csv --page raw --print-kernel-base demangled \
     --nvtx --nvtx-include "medprof_measured_step" --kernel-name-base demangled --kernel-name "$regex" \
-    --metrics "$metrics" --log-file "$out/$c-ncu.csv.log" \
+    --metrics "$metrics" --replay-mode "${NCU_REPLAY:-application}" --log-file "$out/$c-ncu.csv.log" \
     "$worker" --preset "$preset" --phase "$phase" "${accum[@]}" --volume "$volume" --steps 1 --warmup 2 \
       --no-trace --no-sampling --overhead-pairs 0 --out "$out/$c-ncu-worker.pb" >"$out/$c-ncu.csv" 2>"$out/$c-ncu-worker.log"
   rc=$?
