@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """bench/gpu/ncu_agree.py, the two-level agreement harness: `runs` compares only the kernels in both
-runs' top N and names the others; a duration miss records which side the unprofiled trace supports."""
+runs' top N and names the others; a duration miss records which side the unprofiled trace supports;
+`count` says how many kernels and signatures have metric rows and fails on none."""
 import io
 import json
 import os
@@ -50,6 +51,34 @@ class Runs(unittest.TestCase):
         finally:
             os.unlink(a)
             os.unlink(b)
+
+
+class Count(unittest.TestCase):
+    def tool(self, *args):
+        return subprocess.run([sys.executable, os.path.join(ROOT, "bench/gpu/ncu_agree.py"), *args],
+                              capture_output=True, text=True)
+
+    def test_a_measured_run_is_counted_and_a_run_without_metric_rows_fails(self):
+        measured = run_file({"k1": 300, "k2": 200})
+        empty = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+        empty.close()
+        cut = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+        cut.write('{"kernels": {"kern')
+        cut.close()
+        try:
+            r = self.tool("count", measured)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, "2 kernels and 2 signatures with metrics"))
+            r = self.tool("count", empty.name)
+            self.assertEqual((r.returncode, r.stdout.strip()), (1, "0 kernels and 0 signatures with metrics"))
+            r = self.tool("count", cut.name)
+            self.assertEqual(r.returncode, 1)
+            self.assertTrue(r.stdout.startswith("no decodable run in " + cut.name), r.stdout)
+            r = self.tool("runs", measured)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("runs needs a second file", r.stderr)
+        finally:
+            for f in (measured, empty.name, cut.name):
+                os.unlink(f)
 
 
 class TraceVote(unittest.TestCase):
