@@ -7,18 +7,15 @@
 #   3. ncu:     Nsight Compute (--clock-control none --cache-control none) over ONE measured step
 #               of the same worker (--no-trace --no-sampling), every launch of the run's top-10
 #               kernels (a narrow regex over whole demangled names). Kernels ncu missed or failed
-#               on are profiled again one ncu run each with --replay-mode application (the whole
-#               step replayed per pass instead of one kernel), and that is recorded.
+#               on are profiled again, one ncu run each under --replay-mode application, and that
+#               is recorded.
 #   4. bench/gpu/ncu_agree.py: (a) per signature, (b) per kernel; medprof vs ncu and legacy vs range.
 # Everything goes to OUT_DIR/<preset>-<phase>-*; one line per case in OUT_DIR/summary.txt.
 #
 #   bash bench/gpu/agreement.sh OUT_DIR CASE...      e.g. ... out opt12:forward opt1:train
 # Environment: WORKER (default build-gpu/bin/medprof-worker), VOLUME (128), TOP (10), LEGACY (1: also
 # run the legacy Profiling API; 0: skip it), WORKER_TIMEOUT_S (300: a worker run is stopped after it), NCU_REPLAY
-# (application | kernel, default application: ncu's replay mode for the first run; medprof's one-pass
-# sessions measure each launch in the cache state the application left, as application replay does,
-# while kernel replay restores memory between ncu's passes and moves the cache-state metrics:
-# bench/results/h100-agreement-2026-12-06.md).
+# (application | kernel: ncu's replay mode for the first run, env.sh says why application is the default).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=$1; shift
@@ -68,9 +65,9 @@ for spec in "$@"; do
   run_worker "$c-medprof" "$preset" "$phase"
   [ "${LEGACY:-1}" = 1 ] && run_worker "$c-legacy" "$preset" "$phase" --counter-api legacy
   regex=$(python3 bench/gpu/ncu_compare.py regex "$out/$c-medprof.jsonl" --top "$top" --demangled)
-  run_ncu "$c" "$preset" "$phase" "$out/$c-ncu.csv" "$regex" --replay-mode "${NCU_REPLAY:-application}"
+  run_ncu "$c" "$preset" "$phase" "$out/$c-ncu.csv" "$regex" --replay-mode "$ncu_replay"
   csvs="$out/$c-ncu.csv"
-  # Kernels with no launch in the export: one ncu run each under application replay.
+  # Kernels with no launch in the export: one ncu run each (its regex only), application replay.
   python3 bench/gpu/ncu_compare.py covered "$out/$c-medprof.jsonl" "$out/$c-ncu.csv" --top "$top" --steps 1 \
     >"$out/$c-covered.txt" 2>&1
   i=0

@@ -16,7 +16,7 @@
 #   bash bench/gpu/build_worker.sh && bash bench/gpu/roofline_check.sh OUT_DIR [PRESET:PHASE...]
 # Environment: WORKER (default build-gpu/bin/medprof-worker), VOLUME (128), TOP (10), CHIP (gh100; ga100
 # or gv100 for the counters those chips have), WORKER_TIMEOUT_S (300: a worker or ncu run is stopped after it),
-# NCU_REPLAY (application | kernel, default application).
+# NCU_REPLAY (application | kernel; env.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=$1; shift
@@ -55,7 +55,7 @@ for spec in "${cases[@]}"; do
   regex=$(python3 bench/gpu/ncu_compare.py regex "$out/$c-medprof.jsonl" --top "$top" --demangled)
   timeout -k 10 "$limit" ncu --clock-control none --cache-control none --csv --page raw --print-kernel-base demangled \
     --nvtx --nvtx-include "medprof_measured_step" --kernel-name-base demangled --kernel-name "$regex" \
-    --metrics "$metrics" --replay-mode "${NCU_REPLAY:-application}" --log-file "$out/$c-ncu.csv.log" \
+    --metrics "$metrics" --replay-mode "$ncu_replay" --log-file "$out/$c-ncu.csv.log" \
     "$worker" --preset "$preset" --phase "$phase" "${accum[@]}" --volume "$volume" --steps 1 --warmup 2 \
       --no-trace --no-sampling --overhead-pairs 0 --out "$out/$c-ncu-worker.pb" >"$out/$c-ncu.csv" 2>"$out/$c-ncu-worker.log"
   rc=$?
