@@ -10,12 +10,16 @@
 #               on are profiled again, one ncu run each under --replay-mode application, and that
 #               is recorded.
 #   4. bench/gpu/ncu_agree.py: (a) per signature, (b) per kernel; medprof vs ncu and legacy vs range.
+#   5. with ROOFLINE=1: the same ncu run also reads the roofline's raw counters (roofline_agree.py
+#      metrics), and roofline_agree.py compares the top kernels' FLOPs and DRAM/L2 bytes (ncu) and the
+#      3x3x3 convolutions' FLOPs with 2*N*Cin*Cout*D*H*W*27 (conv) — issue 17's check on the same runs.
 # Everything goes to OUT_DIR/<preset>-<phase>-*; one line per case in OUT_DIR/summary.txt.
 #
 #   bash bench/gpu/agreement.sh OUT_DIR CASE...      e.g. ... out opt12:forward opt1:train
 # Environment: WORKER (default build-gpu/bin/medprof-worker), VOLUME (128), TOP (10), LEGACY (1: also
 # run the legacy Profiling API; 0: skip it), WORKER_TIMEOUT_S (300: a worker run is stopped after it), NCU_REPLAY
-# (application | kernel: ncu's replay mode for the first run, env.sh says why application is the default).
+# (application | kernel: ncu's replay mode for the first run, env.sh says why application is the default),
+# ROOFLINE (0; 1: step 5), CHIP (gh100; ga100 or gv100: the roofline counters of those chips).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=$1; shift
@@ -25,6 +29,7 @@ volume=${VOLUME:-128}
 top=${TOP:-10}
 summary="$out/summary.txt"
 metrics=$(python3 bench/gpu/ncu_compare.py metrics /dev/null)
+[ "${ROOFLINE:-0}" = 1 ] && metrics="$metrics,$(python3 bench/gpu/roofline_agree.py metrics --chip "${CHIP:-gh100}")"
 
 run_worker() {  # file-prefix, preset, phase, extra args...
   local name=$1 preset=$2 phase=$3; shift 3
@@ -96,6 +101,12 @@ PY
 )
   python3 bench/gpu/ncu_agree.py ncu "$out/$c-medprof.jsonl" "$csvs" --top "$top" >"$out/$c-vs-ncu.txt" 2>&1
   say "  vs ncu (exit $?): $(grep -E '^level' "$out/$c-vs-ncu.txt" | tr '\n' ' ')"
+  if [ "${ROOFLINE:-0}" = 1 ]; then
+    python3 bench/gpu/roofline_agree.py ncu "$out/$c-medprof.jsonl" "$csvs" --top "$top" >"$out/$c-roofline-vs-ncu.txt" 2>&1
+    say "  roofline vs ncu (exit $?): $(grep '^level' "$out/$c-roofline-vs-ncu.txt")"
+    python3 bench/gpu/roofline_agree.py conv "$out/$c-medprof.jsonl" --top "$top" >"$out/$c-conv.txt" 2>&1
+    say "  conv (exit $?): $(grep '^level' "$out/$c-conv.txt")"
+  fi
   [ -s "$out/$c-legacy.jsonl" ] || { say "  legacy: no decoded run (LEGACY=${LEGACY:-1}; $c-legacy.log says why when it ran)"; continue; }
   python3 bench/gpu/ncu_agree.py runs "$out/$c-legacy.jsonl" "$out/$c-medprof.jsonl" --top "$top" \
     >"$out/$c-legacy-vs-range.txt" 2>&1

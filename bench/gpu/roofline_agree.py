@@ -136,8 +136,19 @@ def close(a, b, rel):
     return abs(a - b) <= rel * max(abs(a), abs(b))
 
 
+def load_ncu_files(paths):
+    """load_ncu over comma-separated exports (agreement.sh's retries of kernels the first run
+    missed): a kernel is taken from the first export that has it."""
+    out = {}
+    for p in paths.split(","):
+        if p:
+            for k, v in load_ncu(p).items():
+                out.setdefault(k, v)
+    return out
+
+
 def cmd_ncu(a):
-    run, ncu = load_run(a.run), load_ncu(a.ncu)
+    run, ncu = load_run(a.run), load_ncu_files(a.ncu)
     judged = agreed = 0
     for rank, name in enumerate(run["top"][: a.top], 1):
         mine, theirs = run["kernel"].get(name), ncu.get(norm(name))
@@ -255,7 +266,7 @@ def main():
     sub = p.add_subparsers(dest="cmd", required=True)
     n = sub.add_parser("ncu")
     n.add_argument("run")
-    n.add_argument("ncu")
+    n.add_argument("ncu", help="ncu --csv --page raw export(s), comma-separated")
     n.add_argument("--top", type=int, default=10)
     c = sub.add_parser("conv")
     c.add_argument("run")
