@@ -147,13 +147,15 @@ absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Sessio
                                              const ResolvedCatalog& cat, CuptiHost* host) {
   const size_t launches = static_cast<size_t>(std::max(1, request_.launches));
   const std::vector<ResolvedMetric> core = WithoutDerived(cat.InGroups({MetricGroup::kCore}));
-  MEDPROF_RETURN_IF_ERROR(ProfileOnePassFirst(run, session, core, "core", launches, host));
+  MEDPROF_RETURN_IF_ERROR(ProfileOnePassFirst(run, session, session, core, "core", launches, host));
   // The roofline's work and traffic on every core signature: a signature's launches run the same
   // instructions on the same inputs, so one launch each (the bytes, which depend on the cache
-  // state, measured in place like the core set).
-  MEDPROF_RETURN_IF_ERROR(
-      OptionalSession(ProfileOnePassFirst(run, session, cat.InGroups({MetricGroup::kWork}), "work", 1, host),
-                      "signatures, the roofline's work counters"));
+  // state, measured in place like the core set). The counters that need kernel replay (2 passes
+  // even alone on GH100) on the detail tier only: replayed on every core signature they cost more
+  // than all the one-pass sessions together (bench/results/h100-agreement-2026-12-06-b.md).
+  MEDPROF_RETURN_IF_ERROR(OptionalSession(
+      ProfileOnePassFirst(run, session, detail, cat.InGroups({MetricGroup::kWork}), "work", 1, host),
+      "signatures, the roofline's work counters"));
   // Stalls, throughputs and the SASS mix: ratios and counts of one launch (16 passes on GH100), on
   // the detail tier's signatures.
   MEDPROF_RETURN_IF_ERROR(ProfileKernels(
@@ -166,7 +168,7 @@ absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Sessio
 }
 
 absl::Status MetricsLayer::ProfileOnePassFirst(const StepRunner& run, const Session& session,
-                                               const std::vector<ResolvedMetric>& metrics,
+                                               const Session& replayed_on, const std::vector<ResolvedMetric>& metrics,
                                                const std::string& label, size_t launches, CuptiHost* host) {
   const SinglePassPlan plan =
       PackSinglePass(metrics, [&](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
@@ -186,7 +188,7 @@ absl::Status MetricsLayer::ProfileOnePassFirst(const StepRunner& run, const Sess
     }
     MEDPROF_RETURN_IF_ERROR(s);
   }
-  return ProfileKernels(run, session, replayed, absl::StrCat(label, ", replayed"), launches);
+  return ProfileKernels(run, replayed_on, replayed, absl::StrCat(label, ", replayed"), launches);
 }
 
 absl::Status MetricsLayer::ProfileKernels(const StepRunner& run, const Session& session,

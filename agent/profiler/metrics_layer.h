@@ -8,10 +8,12 @@
 //     chosen signature's first launch is profiled in `launches` steps and the median per metric
 //     kept: the core counters in one-pass sessions wherever the chip counts them in one pass (each
 //     value from one unreplayed execution), the rest of the core set under kernel replay; the
-//     roofline's FLOP counters (MetricGroup::kWork) on one launch of each. The stalls, throughputs and SASS mix (many replayed passes) are measured on one launch of the
-//     detail tier only: the first signatures of the same order until they cover
-//     kDetailCoveragePct of the kernel's time or reach kDetailMaxSignatures (never more than the
-//     core choice).
+//     roofline's work and traffic counters (MetricGroup::kWork) on one launch of each, those that
+//     do not fit a one-pass session on the detail tier's signatures only. The stalls, throughputs
+//     and SASS mix (many replayed passes) are measured on one launch of the detail tier only: the
+//     first signatures of the same order until they cover kDetailCoveragePct of the kernel's time
+//     or reach kDetailMaxSignatures (never more than the core choice). A kernel's counter measured
+//     on part of its signatures is extrapolated over the time they cover (kernel_aggregate.h).
 //   - per kernel: the aggregate over all its launches (common/kernel_aggregate.h) with its coverage
 //     (coverage_pct: core counters; coverage.detail_pct: the detail tier).
 //   - per phase: user ranges around fwd, bwd, optim, sample_step (user replay, one step per pass),
@@ -93,10 +95,11 @@ class MetricsLayer {
   // The core counters on `session`'s signatures, the detail groups on `detail`'s.
   absl::Status ProfileSignatures(const StepRunner& run, const Session& session, const Session& detail,
                                  const ResolvedCatalog& catalog, CuptiHost* host);
-  // `metrics` in one-pass sessions as far as they pack (PackSinglePass): each value from one
-  // execution of the kernel as the application ran it, no memory restore before it; the rest in
-  // one kernel-replay session. Sessions are labelled "<label>, one pass i/n" and "<label>, replayed".
-  absl::Status ProfileOnePassFirst(const StepRunner& run, const Session& session,
+  // `metrics` in one-pass sessions on `session`'s signatures as far as they pack (PackSinglePass):
+  // each value from one execution of the kernel as the application ran it, no memory restore before
+  // it; the rest in one kernel-replay session on `replayed_on`'s signatures. Sessions are labelled
+  // "<label>, one pass i/n" and "<label>, replayed".
+  absl::Status ProfileOnePassFirst(const StepRunner& run, const Session& session, const Session& replayed_on,
                                    const std::vector<ResolvedMetric>& metrics, const std::string& label,
                                    size_t launches, CuptiHost* host);
   // One kernel-replay session: `metrics` on `launches` steps' launch of each target (medians kept).
