@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/conv_work.h"
 
 namespace medprof::profiler {
 namespace {
@@ -45,6 +47,8 @@ std::string SignatureScope(const KernelFacts& k, const std::string& rule, const 
   std::vector<const SignatureFacts*> hold;
   for (const SignatureFacts& s : k.signatures) {
     KernelFacts one = k;
+    one.op = s.op;
+    one.shapes = s.shapes;
     one.metrics = s.metrics;
     one.blocks = s.blocks;
     one.signatures.clear();
@@ -83,6 +87,38 @@ double Fp32ToTensorPeak(const FindingsOptions& options) {
     return options.fp32_to_tensor_peak;
   }
   return fp32->second.per_second / tf32->second.per_second;
+}
+
+constexpr double kPaddingFactor = 2.0;  // executed / useful Tensor Core FLOPs that makes a finding
+
+struct Padding {
+  double executed = 0, useful = 0;
+  ConvWork worst;  // the signature (or the facts) with the largest executed / useful
+  double worst_factor = 0;
+};
+
+// Tensor Core FLOPs against the convolution's useful FLOPs, over the measured signatures (or the
+// facts themselves when they are one signature's). nullopt when no scope has both.
+std::optional<Padding> TensorPadding(const KernelFacts& k) {
+  Padding p;
+  const auto add = [&p](const std::string& op, const std::string& shapes, const std::map<std::string, double>& m) {
+    double executed = 0;
+    for (const char* cls : {"flops.tensor_tf32", "flops.tensor_fp16", "flops.tensor_bf16", "flops.tensor_fp8"}) {
+      if (auto it = m.find(cls); it != m.end()) executed += it->second;
+    }
+    const std::optional<ConvWork> useful = UsefulConvWork(op, shapes);
+    if (!useful || useful->flops <= 0 || executed <= 0) return;
+    p.executed += executed;
+    p.useful += useful->flops;
+    if (executed / useful->flops > p.worst_factor) {
+      p.worst_factor = executed / useful->flops;
+      p.worst = *useful;
+    }
+  };
+  if (k.signatures.empty()) add(k.op, k.shapes, k.metrics);
+  for (const SignatureFacts& s : k.signatures) add(s.op, s.shapes, s.metrics);
+  if (p.useful <= 0) return std::nullopt;
+  return p;
 }
 
 std::vector<Candidate> Candidates(const KernelFacts& k, const FindingsOptions& options) {
@@ -135,6 +171,17 @@ std::vector<Candidate> Candidates(const KernelFacts& k, const FindingsOptions& o
           {absl::StrCat("stall_", top), std::min(top_v / cpi, issue_headroom),
            absl::StrFormat("latency-bound: issue slots %.0f%% busy, %.0f%% of warp cycles stalled on %s",
                            issue, 100.0 * top_v / cpi, top)});
+    }
+  }
+  // Tensor Core work the convolution does not need: a channel count padded to the GEMM tile.
+  if (const std::optional<Padding> pad = TensorPadding(k); pad && tensor >= 0) {
+    const double factor = pad->executed / pad->useful;
+    if (factor >= kPaddingFactor) {
+      c.push_back({"tensor_padding", (1.0 - 1.0 / factor) * tensor / 100.0,
+                   absl::StrFormat("convolution %d -> %d channels: the Tensor Cores execute %.1fx its useful "
+                                   "FLOPs (%.3g for %.3g); a channel count below the GEMM tile is padded up to it",
+                                   pad->worst.c_in_per_group, pad->worst.c_out, factor, pad->executed,
+                                   pad->useful)});
     }
   }
   // Achieved below theoretical occupancy.

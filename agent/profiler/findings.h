@@ -18,6 +18,11 @@
 //                      below 60 %, s = 0.5 × DRAM%
 //   stall_<r>          issue slots < 80 % busy and stall r > 30 % of CPI: s = min(r/CPI, 1 − issue%)
 //   occupancy          achieved < theoretical: s = min((theo − achieved)/theo, 1 − issue%)
+//   tensor_padding     a convolution whose Tensor Core FLOPs (Σ flops.tensor_*) are ≥ 2× its useful
+//                      FLOPs from the op's shapes (common/conv_work.h): a channel count below the GEMM
+//                      tile padded up to it. factor f = executed / useful (summed over the measured
+//                      signatures whose shapes parse); s = (1 − 1/f) × tensor pipe % ("convolution
+//                      64 -> 1 channels: the Tensor Cores execute 64× its useful FLOPs ...")
 // A small grid explains the latency and occupancy symptoms of the same kernel: when it applies it
 // is the finding reported, with the largest of those estimates. Without counters (metrics layer
 // not run) only small_grid applies. The rules read the kernel's aggregate over all its launches;
@@ -49,6 +54,7 @@ struct SignatureFacts {
 struct KernelFacts {
   std::string name;
   std::string op;  // op of the kernel's largest (op, phase) entry
+  std::string shapes;  // the op's input shapes when these are one signature's facts; else empty
   std::string phase;
   std::string category;
   double share = 0.0;                     // of all kernel time in the measured steps

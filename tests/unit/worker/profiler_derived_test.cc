@@ -348,5 +348,47 @@ TEST(Findings, AFindingThatHoldsForOneSignatureOnlySaysWhich) {
   EXPECT_EQ(FindKernelFindings({k}, o)[0].finding(), "FP32 FMA-bound convolution (FMA pipe 45%), Tensor Cores idle");
 }
 
+// Med-DDPM's output convolution (64 -> 1 channel, 3x3x3, 128³) under TF32 on the H100: useful
+// 2 · 64 · 27 · 128³ = 7.248e9 FLOPs (conv_work_test.cc), the Tensor Cores' 4.639e11 = 64x: the
+// GEMM pads C_out = 1 to its tile. s = (1 − 1/64) × 0.30 (tensor pipe 30 %) = 0.2953125. A
+// convolution whose Tensor Core work matches its shapes (64 -> 64: 4.638e11 for 4.639e11) has none.
+TEST(Findings, TensorCoreWorkFarAboveTheConvolutionsUsefulFlopsIsPadding) {
+  const std::string out_conv = "f32[1,64,128,128,128]cl f32[1,64,3,3,3]cl [1,1,1] [1,1,1] [1,1,1] 1 false false true";
+  const std::string wide_conv = "f32[1,64,128,128,128]cl f32[64,64,3,3,3]cl [1,1,1] [1,1,1] [1,1,1] 1 false false true";
+  KernelFacts k;
+  k.name = "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc";
+  k.op = "aten::cudnn_convolution";
+  k.category = "conv";
+  k.share = 0.1;
+  k.metrics = {{"tensor_pipe_pct", 30.0}, {"flops.tensor_tf32", 2 * 4.639e11}};
+  k.signatures = {{"aaaaaaaaaaaa", "aten::cudnn_convolution", out_conv, 4096,
+                   {{"tensor_pipe_pct", 30.0}, {"flops.tensor_tf32", 64 * 7247757312.0}}},
+                  {"bbbbbbbbbbbb", "aten::cudnn_convolution", wide_conv, 4096,
+                   {{"tensor_pipe_pct", 60.0}, {"flops.tensor_tf32", 463856467968.0}}}};
+  FindingsOptions o;
+  // Over both signatures: (64 + 64) × 7.248e9 executed for (1 + 64) × 7.248e9 useful: 1.97x, below 2.
+  EXPECT_TRUE(FindKernelFindings({k}, o).empty());
+  k.signatures.pop_back();
+  const auto f = FindKernelFindings({k}, o);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].rule(), "tensor_padding");
+  EXPECT_NEAR(f[0].speedup(), (1.0 - 1.0 / 64.0) * 0.30, 1e-12);
+  EXPECT_EQ(f[0].finding(),
+            "convolution 64 -> 1 channels: the Tensor Cores execute 64.0x its useful FLOPs (4.64e+11 for 7.25e+09); "
+            "a channel count below the GEMM tile is padded up to it");
+  // One signature's facts (no signature list): the shapes come with the facts.
+  KernelFacts one = k;
+  one.signatures.clear();
+  one.shapes = out_conv;
+  one.metrics = {{"tensor_pipe_pct", 30.0}, {"flops.tensor_tf32", 64 * 7247757312.0}};
+  ASSERT_EQ(FindKernelFindings({one}, o).size(), 1u);
+  // Without shapes that parse, or without Tensor Core FLOPs (strict FP32), no finding.
+  one.shapes = "f32[1,64,128,128,128]";
+  EXPECT_TRUE(FindKernelFindings({one}, o).empty());
+  one.shapes = out_conv;
+  one.metrics = {{"tensor_pipe_pct", 0.0}, {"flops.fp32", 7247757312.0}};
+  EXPECT_TRUE(FindKernelFindings({one}, o).empty());
+}
+
 }  // namespace
 }  // namespace medprof::profiler
