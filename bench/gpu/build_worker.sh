@@ -4,6 +4,11 @@
 #
 #   bash bench/gpu/build_worker.sh                 # -> build-gpu/bin/{medprof-worker,meddpm-export}
 #
+# Reuse: build-gpu/bin/SOURCES holds a hash of the sources the binaries were built from (the
+# top-level CMakeLists.txt, cmake/, proto/, common/, workloads/, agent/). When it matches the
+# checkout and both binaries are there — e.g. build-gpu/bin carried to a fresh device machine after
+# a call that built it — nothing is built (saves ~2 min of device time); any source change rebuilds.
+#
 # Environment: BUILD_DIR (default build-gpu), TORCH_DIR (default: PyTorch's cmake prefix),
 # JOBS (default nproc). When .carry/ exists (scripts/make-carry.sh: Debian 12's Abseil and
 # CLI11 unpacked, since the GPU machine lacks both), its CMake configs come first on the
@@ -31,6 +36,18 @@ if [ -d "${root}/.carry" ]; then
   echo "build_worker.sh: using Abseil and CLI11 from ${carry}"
 fi
 
+sources_hash() {
+  find CMakeLists.txt cmake proto common workloads agent -type f ! -name '*.pyc' -print0 | sort -z |
+    xargs -0 sha256sum | sha256sum | cut -d' ' -f1
+}
+stamp="${build}/bin/SOURCES"
+hash=$(sources_hash)
+if [ -x "${build}/bin/medprof-worker" ] && [ -x "${build}/bin/meddpm-export" ] && [ -f "${stamp}" ] &&
+   [ "$(cat "${stamp}")" = "${hash}" ]; then
+  echo "build_worker.sh: ${build}/bin was built from these sources (${hash:0:12}); nothing to build"
+  exit 0
+fi
+
 echo "build_worker.sh: cmake -S . -B ${build} ${args[*]}"
 cmake -S . -B "${build}" "${args[@]}"
 targets=(meddpm-export)
@@ -44,3 +61,4 @@ cmake --build "${build}" -j "${jobs}" --target "${targets[@]}"
 for t in "${targets[@]}"; do
   ls -l "${build}/bin/${t}"
 done
+echo "${hash}" >"${stamp}"
