@@ -127,6 +127,12 @@ SinglePassPlan PackSinglePass(const std::vector<ResolvedMetric>& metrics, const 
   return plan;
 }
 
+bool CountsInstructionsOnly(const std::vector<ResolvedMetric>& metrics) {
+  return !metrics.empty() && std::all_of(metrics.begin(), metrics.end(), [](const ResolvedMetric& m) {
+    return m.unit == "inst" || m.unit == "thread inst";
+  });
+}
+
 bool SanitizeMetricValue(const ResolvedMetric& m, double* value) {
   if (!std::isfinite(*value)) {
     *value = 0.0;

@@ -100,4 +100,9 @@ using PassCounter = std::function<absl::StatusOr<size_t>(const std::vector<std::
 // with, else opens a new group.
 SinglePassPlan PackSinglePass(const std::vector<ResolvedMetric>& metrics, const PassCounter& passes);
 
+// True when every metric counts instructions (unit "inst" or "thread inst"; not empty): a
+// signature's launches run the same code on inputs of the same sizes, so one launch gives the
+// value the median of several would — the metrics layer profiles such a group on one launch.
+bool CountsInstructionsOnly(const std::vector<ResolvedMetric>& metrics);
+
 }  // namespace medprof::profiler

@@ -180,7 +180,8 @@ absl::Status MetricsLayer::ProfileOnePassFirst(const StepRunner& run, const Sess
   std::vector<ResolvedMetric> replayed = plan.rest;
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     const std::string pass = absl::StrCat(label, ", one pass ", g + 1, "/", plan.groups.size());
-    const absl::Status s = ProfileKernels(run, session, plan.groups[g], pass, launches, 1);
+    const size_t n = CountsInstructionsOnly(plan.groups[g]) ? 1 : launches;  // the same on every launch
+    const absl::Status s = ProfileKernels(run, session, plan.groups[g], pass, n, 1);
     if (s.code() == absl::StatusCode::kResourceExhausted) {  // the device disagrees with the host's count
       kLog.Warn("metrics layer: {}; these metrics are replayed instead", std::string(s.message()));
       replayed.insert(replayed.end(), plan.groups[g].begin(), plan.groups[g].end());

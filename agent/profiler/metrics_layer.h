@@ -7,7 +7,8 @@
 //     requested share of the kernel's time or reach the per-kernel cap (launch_picker.h). Each
 //     chosen signature's first launch is profiled in `launches` steps and the median per metric
 //     kept: the core counters in one-pass sessions wherever the chip counts them in one pass (each
-//     value from one unreplayed execution), the rest of the core set under kernel replay; the
+//     value from one unreplayed execution; a group of instruction counts only on one launch, the
+//     same on every launch), the rest of the core set under kernel replay; the
 //     roofline's work and traffic counters (MetricGroup::kWork) on one launch of each, those that
 //     do not fit a one-pass session on the detail tier's signatures only. The stalls, throughputs
 //     and SASS mix (many replayed passes) are measured on one launch of the detail tier only: the

@@ -3,6 +3,7 @@
 // findings/priority rules (spec/cupti.md §5) on hand-made kernel facts.
 #include <set>
 
+#include "absl/strings/match.h"
 #include "agent/profiler/findings.h"
 #include "agent/profiler/metric_catalog.h"
 #include "agent/profiler/stall_samples.h"
@@ -174,6 +175,27 @@ TEST(MetricCatalog, PackSinglePassFirstFitAndSetsAsideWhatNeedsMorePasses) {
   EXPECT_THAT(names(plan.groups[2]), ElementsAre("f"));       // both full: f opens a group
   EXPECT_THAT(names(plan.rest), ElementsAre("d", "bad"));     // d needs 2 passes alone, bad none
   EXPECT_TRUE(PackSinglePass({}, passes).groups.empty());
+}
+
+// The one-pass groups the metrics layer profiles on one launch instead of `metrics_launches`: the
+// ones that only count instructions. On GH100 the core set's last three groups are such (pipe
+// instruction counts); a group with a rate or a duration is not.
+TEST(MetricCatalog, OnlyInstructionCountsAreTheSameOnEveryLaunch) {
+  auto m = [](const std::string& n, const std::string& unit) {
+    return ResolvedMetric{n, unit, n, MetricGroup::kCore, unit == "%"};
+  };
+  EXPECT_TRUE(CountsInstructionsOnly({m("inst_pipe.cbu", "inst"), m("inst_pipe.xu", "inst")}));
+  EXPECT_TRUE(CountsInstructionsOnly({m("sass.fadd", "thread inst")}));
+  EXPECT_FALSE(CountsInstructionsOnly({m("inst_pipe.lsu", "inst"), m("fma_pipe_pct", "%")}));
+  EXPECT_FALSE(CountsInstructionsOnly({m("warp_instructions", "inst"), m("duration_ns", "ns")}));
+  EXPECT_FALSE(CountsInstructionsOnly({m("bytes.l2", "bytes")}));
+  EXPECT_FALSE(CountsInstructionsOnly({}));
+  // Every instruction counter of the catalog has one of the two units.
+  for (const MetricEntry& e : MetricCatalog()) {
+    if (absl::StartsWith(e.name, "inst_pipe.") || absl::StartsWith(e.name, "sass.")) {
+      EXPECT_TRUE(e.unit == "inst" || e.unit == "thread inst") << e.name << ": " << e.unit;
+    }
+  }
 }
 
 TEST(StallSamples, PoolsIssuedAndNotIssuedSamplesPerReason) {
