@@ -252,5 +252,28 @@ TEST(CuptiHost, UnknownMetricNamesAreReportedNotFatal) {
 }
 
 
+// The core set's one-pass groups that the metrics layer profiles on one launch (instruction counts
+// only: the pipe instruction counters) and those it profiles on metrics_launches, per chip.
+TEST(CuptiHost, TheCoreSetsInstructionCountGroupsArePerChip) {
+  const std::map<std::string, std::pair<size_t, size_t>> expected = {  // chip -> (groups, instruction-only)
+      {"GH100", {6, 3}},
+      {"GA100", {5, 3}},
+      {"GV100", {4, 2}}};
+  for (const auto& [chip, want] : expected) {
+    auto host = CuptiHost::Create(CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, {});
+    ASSERT_TRUE(host.ok()) << chip << ": " << host.status();
+    const ResolvedCatalog r = Resolve(chip, **host, MetricCatalog());
+    const SinglePassPlan plan = PackSinglePass(WithoutDerived(r.InGroups({MetricGroup::kCore})), PassesOn(**host));
+    EXPECT_EQ(plan.groups.size(), want.first) << chip;
+    EXPECT_EQ(std::count_if(plan.groups.begin(), plan.groups.end(), CountsInstructionsOnly), want.second) << chip;
+    // The group with the duration is never one of them.
+    for (const auto& group : plan.groups) {
+      const bool has_duration = std::any_of(group.begin(), group.end(),
+                                            [](const ResolvedMetric& m) { return m.name == "duration_ns"; });
+      if (has_duration) EXPECT_FALSE(CountsInstructionsOnly(group)) << chip;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace medprof::profiler
