@@ -251,7 +251,6 @@ TEST(CuptiHost, UnknownMetricNamesAreReportedNotFatal) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no metrics")));
 }
 
-
 // The core set's one-pass groups that the metrics layer profiles on one launch (instruction counts
 // only: the pipe instruction counters) and those it profiles on metrics_launches, per chip.
 TEST(CuptiHost, TheCoreSetsInstructionCountGroupsArePerChip) {
