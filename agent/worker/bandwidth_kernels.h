@@ -10,11 +10,12 @@
 
 namespace medprof::worker {
 
-// Launches one kernel that copies a -> b, then b -> a, ... `rounds` times (`n` float4 each way),
-// grid-stride with each thread on its own elements (no race), loading and storing with the
-// .cg (cache-global) qualifier so the traffic goes to L2 and not to L1, through volatile PTX so the
-// compiler neither drops nor forwards any of it. With a and b together well inside L2, every byte
-// after the first round is L2 traffic: 2 * n * 16 bytes a round (read + write).
-cudaError_t LaunchL2PingPong(void* a, void* b, size_t n, int rounds, int blocks, int threads, cudaStream_t stream);
+// Launches one kernel that reads a[0..n) (`n` float4) `rounds` times, grid-stride, with .cg loads
+// through volatile PTX, summing into a register that is stored to sink[thread] only if it equals a
+// value zeroed data never gives (so nothing is dropped and nothing is written). With `a` well inside
+// L2, every byte after the first round is an L2 -> SM read: n * 16 bytes a round. `sink` holds at
+// least blocks * threads floats.
+cudaError_t LaunchL2Read(const void* a, size_t n, int rounds, void* sink, int blocks, int threads,
+                         cudaStream_t stream);
 
 }  // namespace medprof::worker

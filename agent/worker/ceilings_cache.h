@@ -39,7 +39,7 @@ using CeilingsMeasurement = std::function<absl::StatusOr<v1::Ceilings>()>;
 
 class CeilingsCache {
  public:
-  static constexpr int kFormat = 1;
+  static constexpr int kFormat = 2;  // 2: the L2 roof is a read rate (was a read+write copy)
 
   explicit CeilingsCache(std::string dir) : dir_(std::move(dir)) {}
 

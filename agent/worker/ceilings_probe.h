@@ -4,9 +4,9 @@
 //                                    off — cuBLAS's CUDA-core SGEMM), best of kGemmReps, 2 n^3 FLOPs
 //   dram                             a device-to-device cudaMemcpyAsync of 8x the L2 size (at least
 //                                    256 MiB), read + write bytes, best of kCopyReps
-//   l2                               an L2-resident ping-pong copy (two buffers of L2/4, .cg loads
-//                                    and stores, bandwidth_kernels.h), read + write bytes, best of
-//                                    kCopyReps
+//   l2                               an L2-resident read (one buffer of L2/2, .cg loads,
+//                                    bandwidth_kernels.h), read bytes — the roofline's L2 bytes are
+//                                    what SMs read from L2 — best of kCopyReps
 // Each Ceiling gets `measured` and its `method`; datasheet values are the caller's
 // (common/chip_datasheet.h). About 1 s on an H200 (bench/gpu/roofline_check.sh prints it); the
 // worker runs it after creating its profiler and before the first step (CUPTI must see the CUDA

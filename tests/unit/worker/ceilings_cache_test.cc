@@ -99,7 +99,7 @@ TEST_F(CeilingsCacheTest, ACorruptFileIsMeasuredAgainAndReplaced) {
   const CeilingsCache cache(dir_);
   auto path = cache.PathFor(Key());
   ASSERT_TRUE(path.ok());
-  EXPECT_EQ(*path, dir_ + "/ceilings-v1-GPU-0a1b2c3d-0000-1111-2222-333344445555.pb");
+  EXPECT_EQ(*path, dir_ + "/ceilings-v2-GPU-0a1b2c3d-0000-1111-2222-333344445555.pb");
   std::ofstream(*path) << "\xff\xff\xff not a protobuf";
   EXPECT_THAT(cache.Load(Key()).status(), StatusIs(absl::StatusCode::kDataLoss, HasSubstr(*path)));
   std::string why;
@@ -135,6 +135,21 @@ TEST_F(CeilingsCacheTest, AUuidThatIsNoFileNameIsRefused) {
     EXPECT_THAT(cache.GetOrMeasure(k, Measure(), &why).status(), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("gpu_uuid")));
   }
   EXPECT_EQ(measured_, 0);
+}
+
+// A file of the previous format (kFormat 1: the L2 roof measured as a read+write copy) sits in the
+// directory with the same key: it is not read, the ceilings are measured again under the new name.
+TEST_F(CeilingsCacheTest, AFileOfAnOlderFormatIsNotRead) {
+  const CeilingsCache cache(dir_);
+  std::string why;
+  ASSERT_TRUE(cache.GetOrMeasure(Key(), Measure(), &why).ok());
+  auto path = cache.PathFor(Key());
+  ASSERT_TRUE(path.ok());
+  std::filesystem::rename(*path, dir_ + "/ceilings-v1-GPU-0a1b2c3d-0000-1111-2222-333344445555.pb");
+  auto again = cache.GetOrMeasure(Key(), Measure(), &why);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(measured_, 2);
+  EXPECT_FALSE(again->from_cache());
 }
 
 }  // namespace
