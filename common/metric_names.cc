@@ -74,14 +74,15 @@ std::vector<MetricEntry> BuildCatalog() {
     c.push_back(E(absl::StrCat("sass.", s), "thread inst", G::kWork,
                   {absl::StrCat("smsp__sass_thread_inst_executed_op_", s, "_pred_on.sum")}));
   }
-  // ... the roofline's L2 and L1 traffic, as Nsight Compute's hierarchical roofline sections
-  // (SpeedOfLight_Hierarchical*RooflineChart) count it: L2 = bytes read from L2 into L1
-  // (l1tex__m_xbar2l1tex_read_bytes; 4 passes alone on GV100), L1 = 128 bytes per local/global
-  // writeback cycle (l1tex__lsu_writeback_active_mem_lg, valid on GA100 only; the plain counter on
-  // GV100 and GH100, where it needs 2 passes — PENDING the GH100 section file's choice, printed by
-  // bench/gpu/roofline_metrics.sh). In this group, not core: neither counts in one pass everywhere,
-  // and the core set's one-pass packing and the legacy API's pass count stay as they were ...
-  c.push_back(E("bytes.l2", "bytes", G::kWork, {"l1tex__m_xbar2l1tex_read_bytes.sum"}));
+  // ... the roofline's L2 and L1 traffic, as Nsight Compute 2025.3's hierarchical roofline sections
+  // (SpeedOfLight_Hierarchical*RooflineChart, printed by bench/gpu/roofline_metrics.sh) count it:
+  // L2 = 32 bytes per cycle of the L2 slices' output to the crossbar (lts__lts2xbar_cycles_active:
+  // bytes leaving L2 once, however many SMs a multicast delivers them to; 1 pass alone on GH100 and
+  // GV100, 2 on GA100), L1 = 128 bytes per local/global writeback cycle
+  // (l1tex__lsu_writeback_active_mem_lg, valid on GA100 only; the plain counter on GV100 and GH100,
+  // where it needs 2 passes). In this group, not core: neither counts in one pass everywhere, and
+  // the core set's one-pass packing and the legacy API's pass count stay as they were ...
+  c.push_back(E("l2_xbar_cycles", "cycles", G::kWork, {"lts__lts2xbar_cycles_active.sum"}));
   c.push_back(E("l1_writeback_cycles", "cycles", G::kWork,
                 {"l1tex__lsu_writeback_active_mem_lg.sum", "l1tex__lsu_writeback_active.sum"}));
   // ... and the Tensor Core FLOPs by input precision: the tensor path's op counters (one op = one

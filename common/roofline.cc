@@ -38,6 +38,7 @@ void ReadCounters(const std::map<std::string, double>& values, Point* p) {
 }
 
 constexpr double kL1BytesPerWritebackCycle = 128;  // Nsight Compute's L1 roofline factor
+constexpr double kL2BytesPerXbarCycle = 32;        // Nsight Compute's L2 roofline factor
 
 // flops.<cls> = add + mul + 2 * fma from the SASS counts sass.<p>add, sass.<p>mul, sass.<p>fma.
 void DeriveFlops(const char* cls, const char* p, std::map<std::string, double>* values) {
@@ -56,6 +57,9 @@ void DeriveWorkAndTraffic(std::map<std::string, double>* values) {
   } else if (auto dram = values->find("dram_bytes"); dram != values->end()) {
     (*values)["bytes.dram"] = dram->second;
   }
+  if (auto l2 = values->find("l2_xbar_cycles"); l2 != values->end()) {
+    (*values)["bytes.l2"] = kL2BytesPerXbarCycle * l2->second;
+  }
   if (auto l1 = values->find("l1_writeback_cycles"); l1 != values->end()) {
     (*values)["bytes.l1"] = kL1BytesPerWritebackCycle * l1->second;
   }
@@ -65,9 +69,9 @@ void DeriveWorkAndTraffic(std::map<std::string, double>* values) {
 }
 
 const std::map<std::string, std::string>& DerivedWorkUnits() {
-  static const std::map<std::string, std::string> kUnits = {{"bytes.dram", "bytes"}, {"bytes.l1", "bytes"},
-                                                             {"flops.fp32", "flop"},  {"flops.fp16", "flop"},
-                                                             {"flops.fp64", "flop"}};
+  static const std::map<std::string, std::string> kUnits = {
+      {"bytes.dram", "bytes"}, {"bytes.l2", "bytes"},  {"bytes.l1", "bytes"},
+      {"flops.fp32", "flop"},  {"flops.fp16", "flop"}, {"flops.fp64", "flop"}};
   return kUnits;
 }
 

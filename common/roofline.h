@@ -58,6 +58,8 @@ using Roofs = std::map<std::string, Roof>;  // ceiling name -> roof
 // they are made: the worker's metrics layer (per range, per median, per signature, through
 // DeriveFromParts in agent/profiler/metric_catalog.h) and the Nsight Compute importer (per launch):
 //   bytes.dram = dram_bytes_read + dram_bytes_write (else dram_bytes, ncu's dram__bytes.sum)
+//   bytes.l2   = 32 * l2_xbar_cycles (ncu's L2 roofline: 32 bytes per cycle of L2 output to the
+//                crossbar)
 //   bytes.l1   = 128 * l1_writeback_cycles (ncu's L1 roofline: 128 bytes per local/global
 //                writeback cycle)
 //   flops.fp32 = sass.fadd + sass.fmul + 2 * sass.ffma; flops.fp16 from hadd/hmul/hfma, flops.fp64

@@ -7,8 +7,10 @@ datasheet (docs/metrics.md "Roofline" has the formulas).
       per kernel of the run's top-N by trace time: medprof's kernel-scope flops.<class> and
       bytes.<level> (the aggregate per step) against ncu's sum over the kernel's launches in ONE
       measured step of the same workload of the same counters, combined as ncu's roofline sections
-      combine them (FP32/FP16/FP64: add + mul + 2 fma of the SASS op counts; L2: xbar2l1tex read
-      bytes; L1: 128 x writeback cycles; DRAM: dram__bytes). Agreement: within 5 % (values under
+      combine them (FP32/FP16/FP64: add + mul + 2 fma of the SASS op counts; L2: 32 x
+      lts2xbar cycles, ncu 2025.3's L2 roofline; L1: 128 x writeback cycles; DRAM: dram__bytes). The
+      L2 bytes that arrive at L1 (xbar2l1tex: more than leave L2 where a multicast feeds several SMs)
+      are printed beside. Agreement: within 5 % (values under
       1e6 on both sides count as agreeing: nothing to measure). ncu's own Tensor roofline work
       (smsp__inst_executed_pipe_tensor x 512, precision-blind) is printed beside the tensor FLOPs.
   roofline_agree.py conv RUN.jsonl [--top N]
@@ -44,7 +46,7 @@ TENSOR = {
 }
 L1_CYCLES = ("l1tex__lsu_writeback_active_mem_lg.sum", "l1tex__lsu_writeback_active.sum")
 RAW = ([SASS.format(p + o) for p in "fhd" for o in ("add", "mul", "fma")] + list(TENSOR.values()) +
-       ["dram__bytes.sum", "l1tex__m_xbar2l1tex_read_bytes.sum", *L1_CYCLES, "smsp__inst_executed_pipe_tensor.sum",
+       ["dram__bytes.sum", "lts__lts2xbar_cycles_active.sum", "l1tex__m_xbar2l1tex_read_bytes.sum", *L1_CYCLES, "smsp__inst_executed_pipe_tensor.sum",
         "gpu__time_duration.sum"])
 PARSED = RAW + ["sm__ops_path_tensor_src_fp16_dst_fp32.sum"]
 UNIT = {"": 1, "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "inst": 1, "Kinst": 1e3, "Minst": 1e6,
@@ -80,8 +82,10 @@ def derive(raw):
         out["flops.tensor_fp16"] = raw["sm__ops_path_tensor_src_fp16_dst_fp32.sum"]
     if "dram__bytes.sum" in raw:
         out["bytes.dram"] = raw["dram__bytes.sum"]
+    if "lts__lts2xbar_cycles_active.sum" in raw:
+        out["bytes.l2"] = 32 * raw["lts__lts2xbar_cycles_active.sum"]
     if "l1tex__m_xbar2l1tex_read_bytes.sum" in raw:
-        out["bytes.l2"] = raw["l1tex__m_xbar2l1tex_read_bytes.sum"]
+        out["ncu.l2_bytes_at_l1"] = raw["l1tex__m_xbar2l1tex_read_bytes.sum"]
     for pw in L1_CYCLES:
         if pw in raw:
             out["bytes.l1"] = 128 * raw[pw]
@@ -165,6 +169,8 @@ def cmd_ncu(a):
             judged += 1
             agreed += ok
             print(f"  {m:20s} medprof {x:14.4g}  ncu {y:14.4g}  {'ok' if ok else 'DIFFERS'}")
+        if "ncu.l2_bytes_at_l1" in theirs:
+            print(f"  {'(L2 bytes at L1)':20s} xbar2l1tex read bytes {theirs['ncu.l2_bytes_at_l1']:.4g}")
         if "ncu.tensor_roofline_work" in theirs:
             tensor = sum(theirs.get(t, 0.0) for t in TENSOR)
             print(f"  {'(ncu tensor chart)':20s} 512 x pipe_tensor inst {theirs['ncu.tensor_roofline_work']:.4g} "

@@ -226,18 +226,18 @@ TEST(NcuCsvTest, MapsFamiliesAndKeepsUnknownNames) {
 // An export with the roofline's raw counters gets the same flops.* and bytes.* as the worker stores
 // (roofline::DeriveWorkAndTraffic). Two launches of one kernel in one step, per launch:
 // fadd 1e6 + fmul 2e6 + 2 x ffma 3e6 = 9e6 FP32 FLOPs; 5e8 TF32 Tensor Core ops; DRAM 10 MB;
-// L2 (xbar2l1tex) 20 MB; L1 128 x 1e5 writeback cycles = 12.8 MB. Kernel counters are per step
+// L2 32 x 625 000 L2-to-crossbar cycles = 20 MB; L1 128 x 1e5 writeback cycles = 12.8 MB. Kernel counters are per step
 // (both launches summed), the signature's per launch.
 TEST(NcuCsvTest, RooflineWorkAndTrafficFromTheRawCounters) {
   const std::string csv =
       "\"ID\",\"Kernel Name\",\"Block Size\",\"Grid Size\",\"gpu__time_duration.sum\",\"dram__bytes.sum\","
-      "\"l1tex__m_xbar2l1tex_read_bytes.sum\",\"l1tex__lsu_writeback_active_mem_lg.sum\","
+      "\"lts__lts2xbar_cycles_active.sum\",\"l1tex__lsu_writeback_active_mem_lg.sum\","
       "\"smsp__sass_thread_inst_executed_op_fadd_pred_on.sum\",\"smsp__sass_thread_inst_executed_op_fmul_pred_on.sum\","
       "\"smsp__sass_thread_inst_executed_op_ffma_pred_on.sum\",\"sm__ops_path_tensor_src_tf32_dst_fp32.sum\"\n"
-      "\"\",\"\",\"\",\"\",\"usecond\",\"Mbyte\",\"Mbyte\",\"cycle\",\"inst\",\"inst\",\"inst\",\"\"\n"
-      "\"0\",\"k\",\"(128, 1, 1)\",\"(64, 1, 1)\",\"100\",\"10\",\"20\",\"100,000\",\"1,000,000\",\"2,000,000\","
+      "\"\",\"\",\"\",\"\",\"usecond\",\"Mbyte\",\"cycle\",\"cycle\",\"inst\",\"inst\",\"inst\",\"\"\n"
+      "\"0\",\"k\",\"(128, 1, 1)\",\"(64, 1, 1)\",\"100\",\"10\",\"625,000\",\"100,000\",\"1,000,000\",\"2,000,000\","
       "\"3,000,000\",\"500,000,000\"\n"
-      "\"1\",\"k\",\"(128, 1, 1)\",\"(64, 1, 1)\",\"100\",\"10\",\"20\",\"100,000\",\"1,000,000\",\"2,000,000\","
+      "\"1\",\"k\",\"(128, 1, 1)\",\"(64, 1, 1)\",\"100\",\"10\",\"625,000\",\"100,000\",\"1,000,000\",\"2,000,000\","
       "\"3,000,000\",\"500,000,000\"\n";
   auto t = ParseNcuCsv(csv);
   ASSERT_THAT(t.status(), IsOk());

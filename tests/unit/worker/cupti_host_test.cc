@@ -141,14 +141,14 @@ TEST(CuptiHost, OlderChipsDropWhatTheyLackWithTheReason) {
 // The roofline's counters per chip (metric_catalog.cc says why each): which Perfworks metric each
 // chip gives, and the work group's pass count (replayed on one launch per signature).
 TEST(CuptiHost, TheRooflineCountersResolvePerChip) {
-  const std::map<std::string, size_t> work_passes = {{"GH100", 5}, {"GA100", 4}, {"GV100", 6}};
+  const std::map<std::string, size_t> work_passes = {{"GH100", 5}, {"GA100", 4}, {"GV100", 2}};
   const std::map<std::string, std::map<std::string, std::string>> expected = {
       {"GH100",
        {{"flops.tensor_tf32", "sm__ops_path_tensor_src_tf32_dst_fp32.sum"},
         {"flops.tensor_fp16", "sm__ops_path_tensor_src_fp16.sum"},
         {"flops.tensor_bf16", "sm__ops_path_tensor_src_bf16_dst_fp32.sum"},
         {"flops.tensor_fp8", "sm__ops_path_tensor_src_fp8.sum"},
-        {"bytes.l2", "l1tex__m_xbar2l1tex_read_bytes.sum"},
+        {"l2_xbar_cycles", "lts__lts2xbar_cycles_active.sum"},
         {"l1_writeback_cycles", "l1tex__lsu_writeback_active.sum"},
         {"sass.ffma", "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"}}},
       {"GA100",
@@ -160,7 +160,7 @@ TEST(CuptiHost, TheRooflineCountersResolvePerChip) {
       {"GV100",
        {{"flops.tensor_tf32", ""},
         {"flops.tensor_fp16", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"},
-        {"bytes.l2", "l1tex__m_xbar2l1tex_read_bytes.sum"},
+        {"l2_xbar_cycles", "lts__lts2xbar_cycles_active.sum"},
         {"l1_writeback_cycles", "l1tex__lsu_writeback_active.sum"}}}};
   for (const auto& [chip, names] : expected) {
     auto host = CuptiHost::Create(CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, {});
@@ -178,9 +178,9 @@ TEST(CuptiHost, TheRooflineCountersResolvePerChip) {
 // configurations; the few that need several passes even alone are what kernel replay is left with.
 TEST(CuptiHost, TheRooflineWorkCountersPackIntoOnePassSessionsExceptTheMultiPassOnes) {
   const std::map<std::string, std::pair<size_t, std::set<std::string>>> expected = {
-      {"GH100", {4, {"l1_writeback_cycles", "flops.tensor_fp16"}}},
-      {"GA100", {4, {}}},
-      {"GV100", {2, {"bytes.l2"}}}};
+      {"GH100", {3, {"l1_writeback_cycles", "flops.tensor_fp16"}}},
+      {"GA100", {4, {"l2_xbar_cycles"}}},
+      {"GV100", {2, {}}}};
   for (const auto& [chip, want] : expected) {
     auto host = CuptiHost::Create(CUPTI_PROFILER_TYPE_RANGE_PROFILER, chip, {});
     ASSERT_TRUE(host.ok()) << chip << ": " << host.status();

@@ -26,7 +26,7 @@ TEST(MetricCatalog, EveryDocumentedNameIsThereOnceWithACandidate) {
                         "achieved_occupancy_pct", "l1_hit_pct", "l2_hit_pct", "dram_throughput_pct",
                         "issue_active_pct", "sm_throughput_pct", "cpi", "stall.long_scoreboard",
                         "inst_pipe.fma", "sass.ffma", "dram_bytes_read", "flops.tensor_tf32", "flops.tensor_fp16",
-                        "flops.tensor_bf16", "flops.tensor_fp8", "bytes.l2", "l1_writeback_cycles"}) {
+                        "flops.tensor_bf16", "flops.tensor_fp8", "l2_xbar_cycles", "l1_writeback_cycles"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
 }
@@ -115,21 +115,23 @@ TEST(MetricCatalog, DeriveFromPartsMakesTheL2HitRateFromLookupsUnlessMeasuredDir
 }
 
 // The roofline's derived counters: flops.fp32 = 10 + 20 + 2 * 30 = 90; flops.fp16 = 1 + 2 + 2 * 3 = 9;
-// no flops.fp64 (dfma missing); bytes.l1 = 128 * 5 = 640; bytes.dram = dram_bytes = 100 + 50.
+// no flops.fp64 (dfma missing); bytes.l1 = 128 * 5 = 640; bytes.l2 = 32 * 7 = 224; bytes.dram =
+// dram_bytes = 100 + 50.
 TEST(MetricCatalog, DeriveFromPartsMakesTheRooflineWorkAndTrafficWithTheirUnits) {
   std::map<std::string, double> v = {{"sass.fadd", 10},        {"sass.fmul", 20},      {"sass.ffma", 30},
                                      {"sass.hadd", 1},         {"sass.hmul", 2},       {"sass.hfma", 3},
                                      {"sass.dadd", 4},         {"sass.dmul", 4},       {"l1_writeback_cycles", 5},
-                                     {"dram_bytes_read", 100}, {"dram_bytes_write", 50}};
+                                     {"dram_bytes_read", 100}, {"dram_bytes_write", 50},   {"l2_xbar_cycles", 7}};
   DeriveFromParts(&v);
   EXPECT_DOUBLE_EQ(v.at("flops.fp32"), 90.0);
   EXPECT_DOUBLE_EQ(v.at("flops.fp16"), 9.0);
   EXPECT_FALSE(v.count("flops.fp64"));
   EXPECT_DOUBLE_EQ(v.at("bytes.l1"), 640.0);
+  EXPECT_DOUBLE_EQ(v.at("bytes.l2"), 224.0);
   EXPECT_DOUBLE_EQ(v.at("bytes.dram"), 150.0);
   EXPECT_DOUBLE_EQ(v.at("dram_bytes"), 150.0);
   for (const char* name : {"flops.fp32", "flops.fp16", "flops.fp64"}) EXPECT_EQ(DerivedMetricUnits().at(name), "flop");
-  for (const char* name : {"bytes.l1", "bytes.dram", "dram_bytes"}) EXPECT_EQ(DerivedMetricUnits().at(name), "bytes");
+  for (const char* name : {"bytes.l1", "bytes.l2", "bytes.dram", "dram_bytes"}) EXPECT_EQ(DerivedMetricUnits().at(name), "bytes");
   // The catalog's own roofline entries are counters too, so kernel aggregates sum them.
   for (const MetricEntry& e : MetricCatalog()) {
     if (e.name.rfind("flops.", 0) == 0) EXPECT_EQ(e.unit, "flop") << e.name;
@@ -188,7 +190,7 @@ TEST(MetricCatalog, OnlyInstructionCountsAreTheSameOnEveryLaunch) {
   EXPECT_TRUE(CountsInstructionsOnly({m("sass.fadd", "thread inst")}));
   EXPECT_FALSE(CountsInstructionsOnly({m("inst_pipe.lsu", "inst"), m("fma_pipe_pct", "%")}));
   EXPECT_FALSE(CountsInstructionsOnly({m("warp_instructions", "inst"), m("duration_ns", "ns")}));
-  EXPECT_FALSE(CountsInstructionsOnly({m("bytes.l2", "bytes")}));
+  EXPECT_FALSE(CountsInstructionsOnly({m("l2_xbar_cycles", "cycles")}));
   EXPECT_FALSE(CountsInstructionsOnly({}));
   // Every instruction counter of the catalog has one of the two units.
   for (const MetricEntry& e : MetricCatalog()) {
