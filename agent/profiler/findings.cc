@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string_view>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -103,8 +104,9 @@ std::optional<Padding> TensorPadding(const KernelFacts& k) {
   Padding p;
   const auto add = [&p](const std::string& op, const std::string& shapes, const std::map<std::string, double>& m) {
     double executed = 0;
-    for (const char* cls : {"flops.tensor_tf32", "flops.tensor_fp16", "flops.tensor_bf16", "flops.tensor_fp8"}) {
-      if (auto it = m.find(cls); it != m.end()) executed += it->second;
+    for (std::string_view cls : roofline::kFlopClasses) {
+      if (cls.rfind("tensor_", 0) != 0) continue;
+      if (auto it = m.find("flops." + std::string(cls)); it != m.end()) executed += it->second;
     }
     const std::optional<ConvWork> useful = UsefulConvWork(op, shapes);
     if (!useful || useful->flops <= 0 || executed <= 0) return;
