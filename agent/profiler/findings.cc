@@ -123,6 +123,19 @@ std::optional<Padding> TensorPadding(const KernelFacts& k) {
   return p;
 }
 
+// The tensor_padding rule (findings.h) for facts whose tensor pipe is `tensor` % busy.
+std::optional<Candidate> PaddingCandidate(const KernelFacts& k, double tensor) {
+  const std::optional<Padding> pad = TensorPadding(k);
+  if (!pad || tensor < 0) return std::nullopt;
+  const double factor = pad->executed / pad->useful;
+  if (factor < kPaddingFactor) return std::nullopt;
+  return Candidate{"tensor_padding", (1.0 - 1.0 / factor) * tensor / 100.0,
+                   absl::StrFormat("convolution %d -> %d channels: the Tensor Cores execute %.1fx its useful "
+                                   "FLOPs (%.3g for %.3g); a channel count below the GEMM tile is padded up to it",
+                                   pad->worst.c_in_per_group, pad->worst.c_out, factor, pad->executed,
+                                   pad->useful)};
+}
+
 std::vector<Candidate> Candidates(const KernelFacts& k, const FindingsOptions& options) {
   std::vector<Candidate> c;
   const double issue = Get(k, "issue_active_pct");
@@ -176,16 +189,7 @@ std::vector<Candidate> Candidates(const KernelFacts& k, const FindingsOptions& o
     }
   }
   // Tensor Core work the convolution does not need: a channel count padded to the GEMM tile.
-  if (const std::optional<Padding> pad = TensorPadding(k); pad && tensor >= 0) {
-    const double factor = pad->executed / pad->useful;
-    if (factor >= kPaddingFactor) {
-      c.push_back({"tensor_padding", (1.0 - 1.0 / factor) * tensor / 100.0,
-                   absl::StrFormat("convolution %d -> %d channels: the Tensor Cores execute %.1fx its useful "
-                                   "FLOPs (%.3g for %.3g); a channel count below the GEMM tile is padded up to it",
-                                   pad->worst.c_in_per_group, pad->worst.c_out, factor, pad->executed,
-                                   pad->useful)});
-    }
-  }
+  if (std::optional<Candidate> pad = PaddingCandidate(k, tensor)) c.push_back(std::move(*pad));
   // Achieved below theoretical occupancy.
   const double achieved = Get(k, "achieved_occupancy_pct");
   if (achieved >= 0 && k.theoretical_occupancy > 0) {
