@@ -128,7 +128,10 @@ absl::StatusOr<v1::Ceiling> DramCopy(size_t l2_bytes) {
 absl::StatusOr<v1::Ceiling> L2Read(size_t l2_bytes, int sm_count) {
   const size_t n = l2_bytes / 2 / 16;  // float4 in half the L2
   const size_t threads = static_cast<size_t>(kL2BlocksPerSm) * sm_count * kL2Threads;
-  if (n == 0 || n < threads / 4) return absl::FailedPreconditionError("ceilings: the device reports no usable L2 cache");
+  if (n == 0 || n < threads / 4) {  // the buffer beside it is the kernel's sink: a float per thread
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "ceilings: an L2 of %d bytes is too small for the L2 read kernel (%d threads)", l2_bytes, threads));
+  }
   MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<DeviceBuffers> buf, DeviceBuffers::Allocate(n * 16));
   MEDPROF_ASSIGN_OR_RETURN(const double seconds, BestSeconds(kCopyReps, [&] {
                              return MEDPROF_CUDA_CALL(LaunchL2Read(buf->a(), n, kL2Rounds, buf->b(),
