@@ -31,6 +31,7 @@
 #   --worker PATH    use this medprof-worker instead of building one (skips build_worker.sh)
 #   --bundle DIR     the bundle of scripts/bundle.sh (default .carry/bundle)
 #   --metrics        also run the metrics layer (range profiler) in every run
+#   --metrics-top-k N  kernels the metrics layer profiles per run (default: the worker's, 20)
 #   --model FILE     profile a TorchScript user model instead of Med-DDPM (issue 21): the CLI
 #                    uploads it once, the agent fetches it into its cache, every run loads it
 #                    (make examples with workloads/examples/make_denoisers.py --out DIR)
@@ -44,9 +45,9 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 presets="baseline,opt1,opt2,opt12,bf16"
-volume=128 steps=5 warmup=2 tiny=0 worker="" bundle="${root}/.carry/bundle" deadline_s=560 metrics=0 user_model=""
+volume=128 steps=5 warmup=2 tiny=0 worker="" bundle="${root}/.carry/bundle" deadline_s=560 metrics=0 top_k="" user_model=""
 argv_text="$0 $*"
-usage() { echo "usage: gpu-node-run.sh [--presets LIST] [--volume N] [--steps N] [--warmup N] [--tiny] [--metrics] [--model FILE] [--worker PATH] [--bundle DIR] [--deadline-s N] OUT_DIR" >&2; exit 1; }
+usage() { echo "usage: gpu-node-run.sh [--presets LIST] [--volume N] [--steps N] [--warmup N] [--tiny] [--metrics [--metrics-top-k N]] [--model FILE] [--worker PATH] [--bundle DIR] [--deadline-s N] OUT_DIR" >&2; exit 1; }
 out=""
 volume_set=0 steps_set=0 warmup_set=0
 while [ $# -gt 0 ]; do
@@ -60,8 +61,9 @@ while [ $# -gt 0 ]; do
     --bundle) bundle="$2"; shift 2 ;;
     --deadline-s) deadline_s="$2"; shift 2 ;;
     --metrics) metrics=1; shift ;;
+    --metrics-top-k) top_k="$2"; shift 2 ;;
     --model) user_model="$2"; shift 2 ;;
-    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
     -*) echo "gpu-node-run.sh: unknown option '$1'" >&2; usage ;;
     *) [ -z "${out}" ] || { echo "gpu-node-run.sh: one OUT_DIR only (got '${out}' and '$1')" >&2; usage; }
        out="$1"; shift ;;
@@ -70,6 +72,10 @@ done
 [ -n "${out}" ] || usage
 model_flags=()
 [ "${metrics}" = 1 ] && model_flags+=(--metrics)
+if [ -n "${top_k}" ]; then
+  [ "${metrics}" = 1 ] || { echo "gpu-node-run.sh: --metrics-top-k needs --metrics" >&2; exit 1; }
+  model_flags+=(--metrics-top-k "${top_k}")  # the CLI validates the range
+fi
 if [ -n "${user_model}" ]; then
   [ -f "${user_model}" ] || { echo "gpu-node-run.sh: --model ${user_model}: no such file" >&2; exit 1; }
   model_flags+=(--model "${user_model}")

@@ -4,7 +4,9 @@ the 3x3x3 convolutions against their analytic FLOPs, and the measured ceilings a
 datasheet (docs/metrics.md "Roofline" has the formulas).
 
   roofline_agree.py ncu RUN.jsonl NCU.csv [--top N]
-      per kernel of the run's top-N by trace time: medprof's kernel-scope flops.<class> and
+      per signature (the same launches): each signature medprof measured among the top-N kernels
+      against ncu's launch of the same kernel, grid and block at the same position (ncu_agree.py's
+      level (a)); then per kernel of the run's top-N by trace time: medprof's kernel-scope flops.<class> and
       bytes.<level> (the aggregate per step) against ncu's sum over the kernel's launches in ONE
       measured step of the same workload of the same counters, combined as ncu's roofline sections
       combine them (FP32/FP16/FP64: add + mul + 2 fma of the SASS op counts; L2: 32 x
@@ -35,6 +37,7 @@ import re
 import sys
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from ncu_agree import dims, signature_position  # noqa: E402
 from ncu_compare import norm, read_raw_csv  # noqa: E402
 
 SASS = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
@@ -115,10 +118,10 @@ def load_run(path):
     return run
 
 
-def load_ncu(path):
-    """name key -> summed derived values over the kernel's launches in the export."""
+def load_launches(path):
+    """Every launch of the export in order: (name key, grid, block, derived values)."""
     header, units, data, idx = read_raw_csv(path)
-    sums = {}
+    out = []
     for r in data:
         raw = {}
         for pw in PARSED:
@@ -127,9 +130,19 @@ def load_ncu(path):
                     raw[pw] = float(r[idx[pw]].replace(",", "")) * UNIT.get(units[idx[pw]], 1.0)
                 except ValueError:
                     pass
-        acc = sums.setdefault(norm(r[idx["Kernel Name"]]), {"launches": 0})
+        grid = tuple(int(x) for x in re.findall(r"\d+", r[idx["Grid Size"]]))
+        block = tuple(int(x) for x in re.findall(r"\d+", r[idx["Block Size"]]))
+        out.append((norm(r[idx["Kernel Name"]]), grid, block, derive(raw)))
+    return out
+
+
+def load_ncu(path):
+    """name key -> summed derived values over the kernel's launches in the export."""
+    sums = {}
+    for key, _, _, values in load_launches(path):
+        acc = sums.setdefault(key, {"launches": 0})
         acc["launches"] += 1
-        for k, v in derive(raw).items():
+        for k, v in values.items():
             acc[k] = acc.get(k, 0.0) + v
     return sums
 
@@ -151,8 +164,49 @@ def load_ncu_files(paths):
     return out
 
 
+def launches_of(paths, key):
+    """The kernel's launches from the first export that has it (as load_ncu_files)."""
+    for p in paths.split(","):
+        if p:
+            same = [lv for lv in load_launches(p) if lv[0] == key]
+            if same:
+                return same
+    return []
+
+
+def signature_level(run, paths, top):
+    """Each measured signature of the top kernels against ncu's launch at the same position among
+    that kernel's launches with its grid and block (ncu_agree.py's level (a) matching)."""
+    judged = agreed = 0
+    by_id = {sid: sig for sid, sig in run["signatures"].items()}
+    for name in top:
+        launches = launches_of(paths, norm(name))
+        for sid, mine in sorted(run["signature"].items()):
+            sig = by_id.get(sid)
+            if sig is None or sig["kernel"] != name:
+                continue
+            same = [v for (_, g, b, v) in launches if g == dims(sig.get("grid")) and b == dims(sig.get("block"))]
+            pos = signature_position(run, sig)
+            theirs = same[pos] if pos < len(same) else None
+            for m in NAMES:
+                if m not in mine and (theirs is None or m not in theirs):
+                    continue
+                judged += 1
+                if theirs is None:
+                    print(f"  sig {sid} @{pos} {name[:50]} {m}: not in the ncu export  DIFFERS")
+                    continue
+                x, y = mine.get(m, 0.0), theirs.get(m, 0.0)
+                ok = close(x, y, 0.05)
+                agreed += ok
+                if not ok:
+                    print(f"  sig {sid} @{pos} {name[:50]} {m:18s} medprof {x:12.4g} ncu {y:12.4g}  DIFFERS")
+    print(f"level signature: {agreed}/{judged} values within 5 % (the same launches)")
+    return agreed == judged
+
+
 def cmd_ncu(a):
     run, ncu = load_run(a.run), load_ncu_files(a.ncu)
+    sig_ok = signature_level(run, a.ncu, run["top"][: a.top])
     judged = agreed = 0
     for rank, name in enumerate(run["top"][: a.top], 1):
         mine, theirs = run["kernel"].get(name), ncu.get(norm(name))
@@ -175,8 +229,8 @@ def cmd_ncu(a):
             tensor = sum(theirs.get(t, 0.0) for t in TENSOR)
             print(f"  {'(ncu tensor chart)':20s} 512 x pipe_tensor inst {theirs['ncu.tensor_roofline_work']:.4g} "
                   f"vs tensor-path ops {tensor:.4g}")
-    print(f"level kernel: {agreed}/{judged} values within 5 %")
-    return 0 if agreed == judged else 1
+    print(f"level kernel: {agreed}/{judged} values within 5 % (medprof's aggregate vs ncu's sum over the step)")
+    return 0 if agreed == judged and sig_ok else 1
 
 
 def conv_flops(shapes):
