@@ -191,5 +191,15 @@ TEST(GpuNodeScriptTest, TinyRunOnTheCpuCompletesEveryPresetAndWritesOnlyTheRetur
   }
 }
 
+TEST(GpuNodeScriptTest, ATopKWithoutTheMetricsLayerIsRefusedBeforeAnythingStarts) {
+  const std::string out = MakeTempDir("gpu-node-topk") + "/out";
+  CommandResult run =
+      RunCommand({SourceDir() + "/scripts/gpu-node-run.sh", "--tiny", "--metrics-top-k", "5", "--worker",
+                  BinPath("medprof-worker"), out});
+  EXPECT_EQ(run.exit_code, 1) << run.out << run.err;
+  EXPECT_THAT(run.err, HasSubstr("--metrics-top-k needs --metrics"));
+  EXPECT_FALSE(fs::exists(out + "/run.log")) << "the study started";
+}
+
 }  // namespace
 }  // namespace medprof::deploy
