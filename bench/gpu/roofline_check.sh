@@ -7,7 +7,8 @@
 #      with --metrics on the top-10 kernels, Nsight Compute over ONE measured step of the same worker
 #      with the core and the roofline's raw counters (application replay: the bytes depend on the
 #      cache state the application left, which medprof's one-pass sessions measure in place);
-#      roofline_agree.py ncu (FLOPs and DRAM/L2 bytes of the top-10 kernels within 5 %) and conv
+#      roofline_agree.py ncu (FLOPs and DRAM/L2 bytes of the top-10 kernels within 5 %, per signature on
+#      the same launches and per kernel over the step) and conv
 #      (the 3x3x3 convolutions' FLOPs within 10 % of 2*N*Cin*Cout*D*H*W*27), beside the per-kernel
 #      agreement of the core metrics.
 # Everything goes to OUT_DIR; one line per check in OUT_DIR/summary.txt. Also runs
