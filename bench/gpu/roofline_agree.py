@@ -164,25 +164,30 @@ def load_ncu_files(paths):
     return out
 
 
-def launches_of(paths, key):
-    """The kernel's launches from the first export that has it (as load_ncu_files)."""
+def launches_by_kernel(paths):
+    """name key -> its launches in order, each kernel from the first export that has it (as
+    load_ncu_files)."""
+    out = {}
     for p in paths.split(","):
-        if p:
-            same = [lv for lv in load_launches(p) if lv[0] == key]
-            if same:
-                return same
-    return []
+        if not p:
+            continue
+        mine = {}
+        for launch in load_launches(p):
+            mine.setdefault(launch[0], []).append(launch)
+        for k, v in mine.items():
+            out.setdefault(k, v)
+    return out
 
 
 def signature_level(run, paths, top):
     """Each measured signature of the top kernels against ncu's launch at the same position among
     that kernel's launches with its grid and block (ncu_agree.py's level (a) matching)."""
     judged = agreed = 0
-    by_id = {sid: sig for sid, sig in run["signatures"].items()}
+    ncu = launches_by_kernel(paths)
     for name in top:
-        launches = launches_of(paths, norm(name))
+        launches = ncu.get(norm(name), [])
         for sid, mine in sorted(run["signature"].items()):
-            sig = by_id.get(sid)
+            sig = run["signatures"].get(sid)
             if sig is None or sig["kernel"] != name:
                 continue
             same = [v for (_, g, b, v) in launches if g == dims(sig.get("grid")) and b == dims(sig.get("block"))]
