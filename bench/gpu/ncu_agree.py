@@ -58,6 +58,12 @@ def dims(v):
     return tuple(int(x) for x in (v or [])) + (1,) * (3 - len(v or []))
 
 
+def launch_dims(row, idx):
+    """(grid, block) of one row of an ncu raw export: the digit runs of "(128, 1, 1)"."""
+    return tuple(tuple(int(x) for x in re.findall(r"\d+", row[idx[c]]))
+                 for c in ("Grid Size", "Block Size"))
+
+
 def load_ncu(path):
     """Every launch in order: (name key, grid, block, values)."""
     header, units, data, idx = read_raw_csv(path)
@@ -70,9 +76,7 @@ def load_ncu(path):
                     vals[mname] = float(r[idx[pw]].replace(",", "")) * UNIT.get(units[idx[pw]], 1.0)
                 except ValueError:
                     pass
-        grid = tuple(int(x) for x in re.findall(r"\d+", r[idx["Grid Size"]]))
-        block = tuple(int(x) for x in re.findall(r"\d+", r[idx["Block Size"]]))
-        out.append((norm(r[idx["Kernel Name"]]), grid, block, vals))
+        out.append((norm(r[idx["Kernel Name"]]), *launch_dims(r, idx), vals))
     return out
 
 

@@ -37,7 +37,7 @@ import re
 import sys
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from ncu_agree import dims, signature_position  # noqa: E402
+from ncu_agree import dims, launch_dims, signature_position  # noqa: E402
 from ncu_compare import norm, read_raw_csv  # noqa: E402
 
 SASS = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
@@ -130,21 +130,8 @@ def load_launches(path):
                     raw[pw] = float(r[idx[pw]].replace(",", "")) * UNIT.get(units[idx[pw]], 1.0)
                 except ValueError:
                     pass
-        grid = tuple(int(x) for x in re.findall(r"\d+", r[idx["Grid Size"]]))
-        block = tuple(int(x) for x in re.findall(r"\d+", r[idx["Block Size"]]))
-        out.append((norm(r[idx["Kernel Name"]]), grid, block, derive(raw)))
+        out.append((norm(r[idx["Kernel Name"]]), *launch_dims(r, idx), derive(raw)))
     return out
-
-
-def load_ncu(path):
-    """name key -> summed derived values over the kernel's launches in the export."""
-    sums = {}
-    for key, _, _, values in load_launches(path):
-        acc = sums.setdefault(key, {"launches": 0})
-        acc["launches"] += 1
-        for k, v in values.items():
-            acc[k] = acc.get(k, 0.0) + v
-    return sums
 
 
 def close(a, b, rel):
@@ -153,20 +140,9 @@ def close(a, b, rel):
     return abs(a - b) <= rel * max(abs(a), abs(b))
 
 
-def load_ncu_files(paths):
-    """load_ncu over comma-separated exports (agreement.sh's retries of kernels the first run
-    missed): a kernel is taken from the first export that has it."""
-    out = {}
-    for p in paths.split(","):
-        if p:
-            for k, v in load_ncu(p).items():
-                out.setdefault(k, v)
-    return out
-
-
 def launches_by_kernel(paths):
-    """name key -> its launches in order, each kernel from the first export that has it (as
-    load_ncu_files)."""
+    """name key -> its launches in order, from comma-separated exports (agreement.sh's retries of
+    kernels the first run missed): a kernel is taken from the first export that has it."""
     out = {}
     for p in paths.split(","):
         if not p:
@@ -179,11 +155,19 @@ def launches_by_kernel(paths):
     return out
 
 
-def signature_level(run, paths, top):
+def summed(launches):
+    """The derived values summed over a kernel's launches, with their count."""
+    acc = {"launches": len(launches)}
+    for _, _, _, values in launches:
+        for k, v in values.items():
+            acc[k] = acc.get(k, 0.0) + v
+    return acc
+
+
+def signature_level(run, ncu, top):
     """Each measured signature of the top kernels against ncu's launch at the same position among
     that kernel's launches with its grid and block (ncu_agree.py's level (a) matching)."""
     judged = agreed = 0
-    ncu = launches_by_kernel(paths)
     for name in top:
         launches = ncu.get(norm(name), [])
         for sid, mine in sorted(run["signature"].items()):
@@ -210,8 +194,9 @@ def signature_level(run, paths, top):
 
 
 def cmd_ncu(a):
-    run, ncu = load_run(a.run), load_ncu_files(a.ncu)
-    sig_ok = signature_level(run, a.ncu, run["top"][: a.top])
+    run, launches = load_run(a.run), launches_by_kernel(a.ncu)
+    sig_ok = signature_level(run, launches, run["top"][: a.top])
+    ncu = {k: summed(v) for k, v in launches.items()}
     judged = agreed = 0
     for rank, name in enumerate(run["top"][: a.top], 1):
         mine, theirs = run["kernel"].get(name), ncu.get(norm(name))
