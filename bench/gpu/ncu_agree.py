@@ -29,7 +29,7 @@ import json
 import re
 import sys
 
-from ncu_compare import METRICS, UNIT, norm, read_raw_csv
+from ncu_compare import METRICS, UNIT, norm, parse_dim3, read_raw_csv
 
 CORE = ("duration_ns", "sm_cycles", "warp_instructions")
 
@@ -59,9 +59,8 @@ def dims(v):
 
 
 def launch_dims(row, idx):
-    """(grid, block) of one row of an ncu raw export: the digit runs of "(128, 1, 1)"."""
-    return tuple(tuple(int(x) for x in re.findall(r"\d+", row[idx[c]]))
-                 for c in ("Grid Size", "Block Size"))
+    """(grid, block) of one row of an ncu raw export."""
+    return tuple(parse_dim3(row[idx[c]]) for c in ("Grid Size", "Block Size"))
 
 
 def load_ncu(path):

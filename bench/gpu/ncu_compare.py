@@ -179,12 +179,18 @@ def read_raw_csv(path):
     return header, units, data, {h: i for i, h in enumerate(header)}
 
 
+def parse_dim3(text):
+    """"(2,048, 1, 1)" -> (2048, 1, 1): dimensions are split on ", ", and a comma inside a number is
+    ncu's thousands separator."""
+    return tuple(int(d.replace(",", "")) for d in re.split(r",\s+", text.strip().strip("()")) if d)
+
+
 def load_ncu(path):
     header, units, data, idx = read_raw_csv(path)
     launches = {}  # (name key, grid) -> values of each such launch, in order; (name key, None) -> any grid
     for r in data:
         key = norm(r[idx["Kernel Name"]])
-        grid = tuple(int(x) for x in re.findall(r"\d+", r[idx["Grid Size"]])) if "Grid Size" in idx else None
+        grid = parse_dim3(r[idx["Grid Size"]]) if "Grid Size" in idx else None
         vals = {}
         for mname, (pw, _) in METRICS.items():
             if pw in idx:

@@ -33,6 +33,17 @@ def run_file(kernel_ns):
     return f.name
 
 
+class LaunchDims(unittest.TestCase):
+    def test_thousands_separators_are_part_of_one_dimension(self):
+        self.assertEqual(na.parse_dim3("(2,048, 1, 1)"), (2048, 1, 1))
+        self.assertEqual(na.parse_dim3("(128, 1,024, 3)"), (128, 1024, 3))
+        self.assertEqual(na.parse_dim3("(7, 1, 1)"), (7, 1, 1))
+
+    def test_the_row_of_a_raw_export_gives_grid_then_block(self):
+        _, _, data, idx = na.read_raw_csv(os.path.join(ROOT, "tests/testdata/ncu/tiny_raw.csv"))
+        self.assertEqual(na.launch_dims(data[0], idx), ((2048, 1, 1), (128, 1, 1)))
+
+
 class Runs(unittest.TestCase):
     def tool(self, *args):
         return subprocess.run([sys.executable, os.path.join(ROOT, "bench/gpu/ncu_agree.py"), *args],
