@@ -26,7 +26,6 @@ warp instructions.
 """
 import argparse
 import json
-import re
 import sys
 
 from ncu_compare import METRICS, UNIT, norm, parse_dim3, read_raw_csv
