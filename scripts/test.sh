@@ -9,7 +9,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${MEDPROF_BUILD_DIR:-$root/build}
 cd "$build"
 # A skipped test counts as failed (e.g. the real-Slurm tests where Slurm cannot start): ctest
-# itself passes a run whose tests were "Not Run"/skipped, so the log is read for them.
+# itself passes a run whose tests were "Not Run"/skipped, so the log is read for them, and a
+# GTEST_SKIP inside a passing binary shows only in that binary's XML report, so those are read too.
+rm -rf "$build/gtest-xml"
+export GTEST_OUTPUT="xml:$build/gtest-xml/"
 set +e
 ctest --output-on-failure --timeout 900 -LE gpu -j "${MEDPROF_TEST_JOBS:-2}" "$@" 2>&1 | tee "$build/ctest.log"
 rc=${PIPESTATUS[0]}
@@ -18,6 +21,11 @@ set -e
 if grep -qE '\*\*\*Skipped|\*\*\*Not Run|Not Run \(Disabled\)' "$build/ctest.log"; then
   echo "test.sh: skipped tests count as failed:" >&2
   grep -E '\*\*\*Skipped|\*\*\*Not Run|Not Run \(Disabled\)' "$build/ctest.log" >&2
+  exit 1
+fi
+if grep -l 'result="skipped"' "$build"/gtest-xml/*.xml >/dev/null 2>&1; then
+  echo "test.sh: skipped test cases count as failed:" >&2
+  grep -H -o '<testcase name="[^"]*"[^>]*result="skipped"' "$build"/gtest-xml/*.xml >&2
   exit 1
 fi
 # Fuzzing: each libFuzzer target for MEDPROF_FUZZ_SECONDS (60) from its committed seeds, in a

@@ -35,6 +35,7 @@ namespace medprof::meddpm {
 namespace {
 
 using ::medprof::testing::IsOk;
+using ::testing::HasSubstr;
 namespace compat = ddpm::compat;
 
 constexpr double kEps = 1e-5;
@@ -103,6 +104,14 @@ class FusedGroupNormGpuTest : public ::testing::Test {
     if (!fused::Compiled()) GTEST_SKIP() << fused::NotCompiledReason();
   }
 };
+
+TEST_F(FusedGroupNormGpuTest, RefusalsNameTheCause) {
+  const auto cuda = [](const at::Tensor& t) { return t.to(at::kCUDA); };
+  EXPECT_THAT(fused::FusedUnavailable(cuda(torch::randn({1, 6, 4})), 4), HasSubstr("not divisible by groups 4"));
+  EXPECT_THAT(fused::FusedUnavailable(cuda(torch::randn({1, 8})), 4), HasSubstr("at least 3"));
+  EXPECT_THAT(fused::FusedUnavailable(cuda(torch::randn({1, 8, 4}, torch::kDouble)), 4), HasSubstr("dtype Double"));
+  EXPECT_THAT(fused::FusedUnavailable(torch::randn({1, 8, 4}), 4), HasSubstr("input on cpu"));
+}
 
 TEST_F(FusedGroupNormGpuTest, MatchesAnFp64ReferenceInEveryLayoutAndDtype) {
   torch::manual_seed(20261202);
