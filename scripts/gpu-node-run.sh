@@ -181,9 +181,12 @@ if [ -z "${worker}" ]; then
   build_dir="${BUILD_DIR:-build-gpu}"
   case "${build_dir}" in /*) ;; *) build_dir="${root}/${build_dir}" ;; esac
   worker="${build_dir}/bin/medprof-worker"
-  [ -d "${root}/.carry/usr/lib/x86_64-linux-gnu" ] &&
-    host_ldlp="${root}/.carry/usr/lib/x86_64-linux-gnu${host_ldlp:+:${host_ldlp}}"
 fi
+# build_worker.sh's worker links Debian's Abseil from .carry. Its RUNPATH covers only its direct
+# dependencies (libabsl_spinlock_wait, a dependency of a dependency, is not found through it), so
+# the directory goes on the worker's LD_LIBRARY_PATH whether the worker was built here or given.
+[ -d "${root}/.carry/usr/lib/x86_64-linux-gnu" ] &&
+  host_ldlp="${root}/.carry/usr/lib/x86_64-linux-gnu${host_ldlp:+:${host_ldlp}}"
 worker="$(cd "$(dirname "${worker}")" && pwd)/$(basename "${worker}")"
 [ -x "${worker}" ] || { echo "gpu-node-run.sh: ${worker} is not an executable" >&2; exit 1; }
 # The agent runs with the bundle's (Debian's) libraries; the worker it starts must not: the shim
