@@ -103,17 +103,19 @@ absl::Status MetricsLayer::Measure(const StepRunner& run, const ProgressFn& prog
     notes_.push_back(absl::StrCat("dropped ", d.name, ": ", d.reason));
   }
   const std::vector<KernelTarget> kernels = CoreChoice(signatures);
+  const std::vector<KernelTarget> work_kernels = WorkChoice(signatures);
   const std::vector<KernelTarget> detail_kernels = DetailChoice(signatures);
-  Session detail = session;
+  Session work = session, detail = session;
   AddTargets(kernels, &session);
+  AddTargets(work_kernels, &work);
   AddTargets(detail_kernels, &detail);
   progress("metrics", 0, 2,
            absl::StrCat("metrics layer: ", kernels.size(), " kernels, ", session.targets.size(), " signatures (",
-                        detail.targets.size(), " in detail) on ", session.base.chip, " (", CounterApiName(api_),
-                        ")"));
+                        work.targets.size(), " for the work counters, ", detail.targets.size(), " in detail) on ",
+                        session.base.chip, " (", CounterApiName(api_), ")"));
   if (!session.targets.empty()) {
-    MEDPROF_RETURN_IF_ERROR(ProfileSignatures(run, session, detail, cat, host.get()));
-    Aggregate(signatures, kernels, detail_kernels, cat);
+    MEDPROF_RETURN_IF_ERROR(ProfileSignatures(run, session, work, detail, cat, host.get()));
+    Aggregate(signatures, {kernels, work_kernels, detail_kernels}, cat);
   }
   progress("metrics", 1, 2, "metrics layer: phase ranges");
   MEDPROF_RETURN_IF_ERROR(ProfilePhases(run, session.base, cat.InGroups({MetricGroup::kCore}), "core"));
@@ -127,6 +129,10 @@ absl::Status MetricsLayer::Measure(const StepRunner& run, const ProgressFn& prog
 
 std::vector<KernelTarget> MetricsLayer::CoreChoice(const v1::KernelSignatures& signatures) const {
   return ChooseSignatures(signatures, request_.top_k, request_.coverage_pct / 100.0, request_.max_signatures);
+}
+
+std::vector<KernelTarget> MetricsLayer::WorkChoice(const v1::KernelSignatures& signatures) const {
+  return ChooseSignatures(signatures, request_.top_k, 1.0, request_.max_signatures);
 }
 
 std::vector<KernelTarget> MetricsLayer::DetailChoice(const v1::KernelSignatures& signatures) const {
@@ -143,18 +149,18 @@ void MetricsLayer::AddTargets(const std::vector<KernelTarget>& kernels, Session*
   }
 }
 
-absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Session& session, const Session& detail,
-                                             const ResolvedCatalog& cat, CuptiHost* host) {
+absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Session& session, const Session& work,
+                                             const Session& detail, const ResolvedCatalog& cat, CuptiHost* host) {
   const size_t launches = static_cast<size_t>(std::max(1, request_.launches));
   const std::vector<ResolvedMetric> core = WithoutDerived(cat.InGroups({MetricGroup::kCore}));
   MEDPROF_RETURN_IF_ERROR(ProfileOnePassFirst(run, session, session, core, "core", launches, host));
-  // The roofline's work and traffic on every core signature: a signature's launches run the same
-  // instructions on the same inputs, so one launch each (the bytes, which depend on the cache
+  // The roofline's work and traffic on the work tier's signatures: a signature's launches run the
+  // same instructions on the same inputs, so one launch each (the bytes, which depend on the cache
   // state, measured in place like the core set). The counters that need kernel replay (2 passes
   // even alone on GH100) on the detail tier only: replayed on every core signature they cost more
-  // than all the one-pass sessions together (bench/results/h100-agreement-2026-12-06-b.md).
+  // than all the one-pass sessions together.
   MEDPROF_RETURN_IF_ERROR(OptionalSession(
-      ProfileOnePassFirst(run, session, detail, cat.InGroups({MetricGroup::kWork}), "work", 1, host),
+      ProfileOnePassFirst(run, work, detail, cat.InGroups({MetricGroup::kWork}), "work", 1, host),
       "signatures, the roofline's work counters"));
   // Stalls, throughputs and the SASS mix: ratios and counts of one launch (16 passes on GH100), on
   // the detail tier's signatures.
@@ -308,8 +314,29 @@ void MetricsLayer::StoreMedians(const Session& session, const LaunchPicker& pick
             session.targets.size() - missing, session.targets.size(), metrics.size());
 }
 
-void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const std::vector<KernelTarget>& core,
-                             const std::vector<KernelTarget>& detail, const ResolvedCatalog& catalog) {
+namespace {
+
+// Kernel -> the trace time of its chosen signatures and how many of them were measured.
+struct TierShare {
+  int64_t ns = 0;
+  int measured = 0;
+};
+std::map<std::string, TierShare> TierShares(const std::vector<KernelTarget>& tier,
+                                            const std::map<std::string, MetricsLayer::Values>& measured) {
+  std::map<std::string, TierShare> out;
+  for (const KernelTarget& k : tier) {
+    for (const v1::KernelSignature* s : k.chosen) {
+      out[k.kernel].ns += s->total_ns();
+      out[k.kernel].measured += measured.count(s->id()) > 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const Tiers& tiers,
+                             const ResolvedCatalog& catalog) {
   std::map<std::string, std::string> units = DerivedMetricUnits();
   for (const ResolvedMetric& m : catalog.metrics) units[m.name] = m.unit;
   const auto is_counter = [&units](const std::string& name) {
@@ -317,11 +344,8 @@ void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const std::
     return u != units.end() && aggregate::IsCounterUnit(u->second);
   };
   const double steps = std::max(1, signatures.steps());
-  std::map<std::string, int64_t> detail_ns;  // kernel -> trace time of its detail-tier signatures
-  for (const KernelTarget& k : detail) {
-    for (const v1::KernelSignature* s : k.chosen) detail_ns[k.kernel] += s->total_ns();
-  }
-  for (const KernelTarget& k : core) {
+  const auto core = TierShares(tiers.core, signature_metrics_), detail = TierShares(tiers.detail, signature_metrics_);
+  for (const KernelTarget& k : tiers.work) {
     std::vector<aggregate::SignatureSample> samples;
     for (const v1::KernelSignature* s : k.chosen) {
       auto it = signature_metrics_.find(s->id());
@@ -329,9 +353,16 @@ void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const std::
       samples.push_back({it->second, s->count() / steps, s->total_ns() / steps});
     }
     Values out = aggregate::AggregateKernel(samples, k.total_ns / steps, is_counter);
-    if (out.empty()) continue;
+    if (out.empty() || k.total_ns <= 0) continue;
+    const auto pct = [&k](const std::map<std::string, TierShare>& tier) {
+      auto it = tier.find(k.kernel);
+      return it == tier.end() ? 0.0 : 100.0 * static_cast<double>(it->second.ns) / k.total_ns;
+    };
+    out["coverage.work_pct"] = out["coverage_pct"];  // every work-tier signature measured: its share
+    out["coverage_pct"] = pct(core);
+    out["coverage.detail_pct"] = pct(detail);
+    if (auto it = core.find(k.kernel); it != core.end()) out["signatures.profiled"] = it->second.measured;
     out["signatures.total"] = k.signatures;
-    if (k.total_ns > 0) out["coverage.detail_pct"] = 100.0 * static_cast<double>(detail_ns[k.kernel]) / k.total_ns;
     const v1::KernelSignature& top = *k.chosen.front();
     for (int i = 0; i < 3 && i < top.grid_size(); ++i)
       out[std::string("launch.grid_") + "xyz"[i]] = top.grid(i);

@@ -9,14 +9,16 @@
 //     kept: the core counters in one-pass sessions wherever the chip counts them in one pass (each
 //     value from one unreplayed execution; a group of instruction counts only on one launch, the
 //     same on every launch), the rest of the core set under kernel replay; the
-//     roofline's work and traffic counters (MetricGroup::kWork) on one launch of each, those that
-//     do not fit a one-pass session on the detail tier's signatures only. The stalls, throughputs
+//     roofline's work and traffic counters (MetricGroup::kWork) on one launch of every signature
+//     of the kernel up to the cap (the work tier), those that do not fit a one-pass session on the
+//     detail tier's signatures only. The stalls, throughputs
 //     and SASS mix (many replayed passes) are measured on one launch of the detail tier only: the
 //     first signatures of the same order until they cover kDetailCoveragePct of the kernel's time
 //     or reach kDetailMaxSignatures (never more than the core choice). A kernel's counter measured
 //     on part of its signatures is extrapolated over the time they cover (kernel_aggregate.h).
 //   - per kernel: the aggregate over all its launches (common/kernel_aggregate.h) with its coverage
-//     (coverage_pct: core counters; coverage.detail_pct: the detail tier).
+//     (coverage_pct: core counters; coverage.work_pct: the work tier; coverage.detail_pct: the
+//     detail tier).
 //   - per phase: user ranges around fwd, bwd, optim, sample_step (user replay, one step per pass),
 //     the core group, then the work group in a session of its own.
 // The work group's sessions are optional: one that fails (a chip or driver that cannot count SASS
@@ -92,10 +94,16 @@ class MetricsLayer {
   absl::Status Measure(const StepRunner& run, const ProgressFn& progress, const v1::KernelSignatures& signatures);
   std::vector<KernelTarget> CoreChoice(const v1::KernelSignatures& signatures) const;
   std::vector<KernelTarget> DetailChoice(const v1::KernelSignatures& signatures) const;
+  // Every signature of the top-K kernels up to the per-kernel cap: the work tier (the core choice is
+  // its prefix). The work counters of one launch each are cheap in one-pass sessions, and a count
+  // that is the same on every launch (GroupNorm's FP16 index math) is not proportional to time, so
+  // extrapolating it from the core tier misses the many short launches.
+  std::vector<KernelTarget> WorkChoice(const v1::KernelSignatures& signatures) const;
   static void AddTargets(const std::vector<KernelTarget>& kernels, Session* session);
-  // The core counters on `session`'s signatures, the detail groups on `detail`'s.
-  absl::Status ProfileSignatures(const StepRunner& run, const Session& session, const Session& detail,
-                                 const ResolvedCatalog& catalog, CuptiHost* host);
+  // The core counters on `session`'s signatures, the one-pass work counters on `work`'s, the
+  // replayed work counters and the detail groups on `detail`'s.
+  absl::Status ProfileSignatures(const StepRunner& run, const Session& session, const Session& work,
+                                 const Session& detail, const ResolvedCatalog& catalog, CuptiHost* host);
   // `metrics` in one-pass sessions on `session`'s signatures as far as they pack (PackSinglePass):
   // each value from one execution of the kernel as the application ran it, no memory restore before
   // it; the rest in one kernel-replay session on `replayed_on`'s signatures. Sessions are labelled
@@ -111,9 +119,14 @@ class MetricsLayer {
   absl::Status RunPicker(const StepRunner& run, CounterSession* target, LaunchPicker* picker);
   void StoreMedians(const Session& session, const LaunchPicker& picker, const std::vector<ResolvedMetric>& metrics,
                     const std::vector<RangeValues>& ranges, const std::string& label);
-  // Each core kernel's aggregate of its measured signatures, with its coverage of both tiers.
-  void Aggregate(const v1::KernelSignatures& signatures, const std::vector<KernelTarget>& core,
-                 const std::vector<KernelTarget>& detail, const ResolvedCatalog& catalog);
+  // Each kernel's aggregate of its measured signatures (the work tier's, each metric extrapolated
+  // over the signatures that have it), with its coverage of each tier.
+  struct Tiers {
+    const std::vector<KernelTarget>& core;
+    const std::vector<KernelTarget>& work;
+    const std::vector<KernelTarget>& detail;
+  };
+  void Aggregate(const v1::KernelSignatures& signatures, const Tiers& tiers, const ResolvedCatalog& catalog);
   // One user-replay session of `metrics` over the phase ranges; values merge into phase_metrics_.
   absl::Status ProfilePhases(const StepRunner& run, const CounterSessionOptions& base,
                              const std::vector<ResolvedMetric>& metrics, const std::string& label);
