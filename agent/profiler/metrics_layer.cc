@@ -157,10 +157,10 @@ absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Sessio
   // The roofline's work and traffic on the work tier's signatures: a signature's launches run the
   // same instructions on the same inputs, so one launch each (the bytes, which depend on the cache
   // state, measured in place like the core set). The counters that need kernel replay (2 passes
-  // even alone on GH100) on the detail tier only: replayed on every core signature they cost more
-  // than all the one-pass sessions together.
+  // even alone on GH100) too: a FLOP or byte count missing from a signature is a value the
+  // roofline lacks, and they cost one replayed range per signature.
   MEDPROF_RETURN_IF_ERROR(OptionalSession(
-      ProfileOnePassFirst(run, work, detail, cat.InGroups({MetricGroup::kWork}), "work", 1, host),
+      ProfileOnePassFirst(run, work, work, cat.InGroups({MetricGroup::kWork}), "work", 1, host),
       "signatures, the roofline's work counters"));
   // Stalls, throughputs and the SASS mix: ratios and counts of one launch (16 passes on GH100), on
   // the detail tier's signatures.

@@ -10,8 +10,8 @@
 //     value from one unreplayed execution; a group of instruction counts only on one launch, the
 //     same on every launch), the rest of the core set under kernel replay; the
 //     roofline's work and traffic counters (MetricGroup::kWork) on one launch of every signature
-//     of the kernel up to the cap (the work tier), those that do not fit a one-pass session on the
-//     detail tier's signatures only. The stalls, throughputs
+//     of the kernel up to the cap (the work tier), in one-pass sessions as far as they pack and
+//     the rest under kernel replay. The stalls, throughputs
 //     and SASS mix (many replayed passes) are measured on one launch of the detail tier only: the
 //     first signatures of the same order until they cover kDetailCoveragePct of the kernel's time
 //     or reach kDetailMaxSignatures (never more than the core choice). A kernel's counter measured
@@ -95,13 +95,12 @@ class MetricsLayer {
   std::vector<KernelTarget> CoreChoice(const v1::KernelSignatures& signatures) const;
   std::vector<KernelTarget> DetailChoice(const v1::KernelSignatures& signatures) const;
   // Every signature of the top-K kernels up to the per-kernel cap: the work tier (the core choice is
-  // its prefix). The work counters of one launch each are cheap in one-pass sessions, and a count
-  // that is the same on every launch (GroupNorm's FP16 index math) is not proportional to time, so
-  // extrapolating it from the core tier misses the many short launches.
+  // its prefix). A count that is the same on every launch (GroupNorm's FP16 index math) is not
+  // proportional to time, so extrapolating it from the core tier misses the many short launches.
   std::vector<KernelTarget> WorkChoice(const v1::KernelSignatures& signatures) const;
   static void AddTargets(const std::vector<KernelTarget>& kernels, Session* session);
-  // The core counters on `session`'s signatures, the one-pass work counters on `work`'s, the
-  // replayed work counters and the detail groups on `detail`'s.
+  // The core counters on `session`'s signatures, the work counters on `work`'s, the detail groups
+  // on `detail`'s.
   absl::Status ProfileSignatures(const StepRunner& run, const Session& session, const Session& work,
                                  const Session& detail, const ResolvedCatalog& catalog, CuptiHost* host);
   // `metrics` in one-pass sessions on `session`'s signatures as far as they pack (PackSinglePass):
