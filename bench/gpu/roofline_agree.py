@@ -164,10 +164,36 @@ def summed(launches):
     return acc
 
 
+class Tally:
+    """Agreement counts, split as issue 17 judges them: the acceptance set (FLOPs, DRAM and L2 bytes)
+    apart from L1, and a value medprof did not produce (a miss) apart from one that differs."""
+
+    def __init__(self):
+        self.judged, self.agreed, self.absent = {}, {}, {}
+
+    def add(self, metric, ok, absent=False):
+        part = "l1" if metric == "bytes.l1" else "acceptance"
+        self.judged[part] = self.judged.get(part, 0) + 1
+        self.agreed[part] = self.agreed.get(part, 0) + bool(ok)
+        self.absent[part] = self.absent.get(part, 0) + bool(absent)
+
+    def all_agree(self):
+        return sum(self.agreed.values()) == sum(self.judged.values())
+
+    def line(self, level, what):
+        judged, agreed = sum(self.judged.values()), sum(self.agreed.values())
+        parts = []
+        for part, label in (("acceptance", "FLOPs+DRAM+L2"), ("l1", "L1")):
+            if part in self.judged:
+                parts.append(f"{label} {self.agreed[part]}/{self.judged[part]}"
+                             f" ({self.absent[part]} not produced by medprof)")
+        return f"level {level}: {agreed}/{judged} values within 5 % ({what}); " + ", ".join(parts)
+
+
 def signature_level(run, ncu, top):
     """Each measured signature of the top kernels against ncu's launch at the same position among
     that kernel's launches with its grid and block (ncu_agree.py's level (a) matching)."""
-    judged = agreed = 0
+    tally = Tally()
     for name in top:
         launches = ncu.get(norm(name), [])
         for sid, mine in sorted(run["signature"].items()):
@@ -180,38 +206,45 @@ def signature_level(run, ncu, top):
             for m in NAMES:
                 if m not in mine and (theirs is None or m not in theirs):
                     continue
-                judged += 1
                 if theirs is None:
+                    tally.add(m, False)
                     print(f"  sig {sid} @{pos} {name[:50]} {m}: not in the ncu export  DIFFERS")
                     continue
-                x, y = mine.get(m, 0.0), theirs.get(m, 0.0)
+                if m not in mine:
+                    tally.add(m, False, absent=True)
+                    print(f"  sig {sid} @{pos} {name[:50]} {m:18s} medprof (not measured) ncu {theirs[m]:12.4g}  MISS")
+                    continue
+                x, y = mine[m], theirs.get(m, 0.0)
                 ok = close(x, y, 0.05)
-                agreed += ok
+                tally.add(m, ok)
                 if not ok:
                     print(f"  sig {sid} @{pos} {name[:50]} {m:18s} medprof {x:12.4g} ncu {y:12.4g}  DIFFERS")
-    print(f"level signature: {agreed}/{judged} values within 5 % (the same launches)")
-    return agreed == judged
+    print(tally.line("signature", "the same launches"))
+    return tally.all_agree()
 
 
 def cmd_ncu(a):
     run, launches = load_run(a.run), launches_by_kernel(a.ncu)
     sig_ok = signature_level(run, launches, run["top"][: a.top])
     ncu = {k: summed(v) for k, v in launches.items()}
-    judged = agreed = 0
+    tally = Tally()
     for rank, name in enumerate(run["top"][: a.top], 1):
         mine, theirs = run["kernel"].get(name), ncu.get(norm(name))
         if mine is None or theirs is None:
             print(f"#{rank} {name[:90]}: {'no medprof aggregate' if mine is None else 'not in the ncu export'}")
-            judged += 1
+            tally.add("kernel", False, absent=mine is None)
             continue
         print(f"#{rank} {name[:90]} ({theirs['launches']} ncu launches)")
         for m in NAMES:
             if m not in mine and m not in theirs:
                 continue
-            x, y = mine.get(m, 0.0), theirs.get(m, 0.0)
+            if m not in mine:
+                tally.add(m, False, absent=True)
+                print(f"  {m:20s} medprof (not measured)  ncu {theirs[m]:14.4g}  MISS")
+                continue
+            x, y = mine[m], theirs.get(m, 0.0)
             ok = close(x, y, 0.05)
-            judged += 1
-            agreed += ok
+            tally.add(m, ok)
             print(f"  {m:20s} medprof {x:14.4g}  ncu {y:14.4g}  {'ok' if ok else 'DIFFERS'}")
         if "ncu.l2_bytes_at_l1" in theirs:
             print(f"  {'(L2 bytes at L1)':20s} xbar2l1tex read bytes {theirs['ncu.l2_bytes_at_l1']:.4g}")
@@ -219,8 +252,8 @@ def cmd_ncu(a):
             tensor = sum(theirs.get(t, 0.0) for t in TENSOR)
             print(f"  {'(ncu tensor chart)':20s} 512 x pipe_tensor inst {theirs['ncu.tensor_roofline_work']:.4g} "
                   f"vs tensor-path ops {tensor:.4g}")
-    print(f"level kernel: {agreed}/{judged} values within 5 % (medprof's aggregate vs ncu's sum over the step)")
-    return 0 if agreed == judged and sig_ok else 1
+    print(tally.line("kernel", "medprof's aggregate vs ncu's sum over the step"))
+    return 0 if tally.all_agree() and sig_ok else 1
 
 
 def conv_flops(shapes):
