@@ -316,7 +316,7 @@ void MetricsLayer::StoreMedians(const Session& session, const LaunchPicker& pick
 
 namespace {
 
-// Kernel -> the trace time of its chosen signatures and how many of them were measured.
+// Kernel -> how many of a tier's chosen signatures were measured and their trace time.
 struct TierShare {
   int64_t ns = 0;
   int measured = 0;
@@ -326,8 +326,9 @@ std::map<std::string, TierShare> TierShares(const std::vector<KernelTarget>& tie
   std::map<std::string, TierShare> out;
   for (const KernelTarget& k : tier) {
     for (const v1::KernelSignature* s : k.chosen) {
+      if (!measured.count(s->id())) continue;
       out[k.kernel].ns += s->total_ns();
-      out[k.kernel].measured += measured.count(s->id()) > 0;
+      ++out[k.kernel].measured;
     }
   }
   return out;
@@ -361,7 +362,8 @@ void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const Tiers
     out["coverage.work_pct"] = out["coverage_pct"];  // every work-tier signature measured: its share
     out["coverage_pct"] = pct(core);
     out["coverage.detail_pct"] = pct(detail);
-    if (auto it = core.find(k.kernel); it != core.end()) out["signatures.profiled"] = it->second.measured;
+    const auto it = core.find(k.kernel);
+    out["signatures.profiled"] = it == core.end() ? 0 : it->second.measured;
     out["signatures.total"] = k.signatures;
     const v1::KernelSignature& top = *k.chosen.front();
     for (int i = 0; i < 3 && i < top.grid_size(); ++i)
