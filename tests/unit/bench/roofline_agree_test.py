@@ -84,5 +84,27 @@ class SignatureLevel(unittest.TestCase):
             os.unlink(ncu)
 
 
+    def test_a_value_medprof_did_not_produce_is_a_miss_even_where_ncu_counts_almost_nothing(self):
+        # s1 has no bytes.l2 in the run while ncu counts 100 lts2xbar cycles (3200 bytes, under the
+        # 1e6 "nothing to measure" floor): still a miss, and said to be one medprof did not produce.
+        ncu = ncu_csv([(32, 1e7, 1e7, 4e7, 2e8, 100)])
+        run = run_file({"s1": (32, [0], 1e8, 2e8, 3200)})
+        with open(run) as f:
+            lines = [json.loads(line) for line in f]
+        values = lines[2]["metrics"]["values"]
+        lines[2]["metrics"]["values"] = [v for v in values if not (v["scope"] == "signature:s1" and v["name"] == "bytes.l2")]
+        with open(run, "w") as f:
+            f.write("".join(json.dumps(line) + "\n" for line in lines))
+        try:
+            r = self.tool(run, ncu)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("level signature: 2/3 values within 5 % (the same launches); "
+                          "FLOPs+DRAM+L2 2/3 (1 not produced by medprof)", r.stdout)
+            self.assertRegex(r.stdout, r"sig s1 @0 .* bytes.l2 +medprof \(not measured\) ncu +3200  MISS")
+        finally:
+            os.unlink(run)
+            os.unlink(ncu)
+
+
 if __name__ == "__main__":
     unittest.main()
