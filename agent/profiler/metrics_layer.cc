@@ -153,14 +153,14 @@ absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Sessio
                                              const Session& detail, const ResolvedCatalog& cat, CuptiHost* host) {
   const size_t launches = static_cast<size_t>(std::max(1, request_.launches));
   const std::vector<ResolvedMetric> core = WithoutDerived(cat.InGroups({MetricGroup::kCore}));
-  MEDPROF_RETURN_IF_ERROR(ProfileOnePassFirst(run, session, session, core, "core", launches, host));
+  MEDPROF_RETURN_IF_ERROR(ProfileOnePassFirst(run, session, core, "core", launches, host));
   // The roofline's work and traffic on the work tier's signatures: a signature's launches run the
   // same instructions on the same inputs, so one launch each (the bytes, which depend on the cache
   // state, measured in place like the core set). The counters that need kernel replay (2 passes
   // even alone on GH100) too: a FLOP or byte count missing from a signature is a value the
   // roofline lacks, and they cost one replayed range per signature.
   MEDPROF_RETURN_IF_ERROR(OptionalSession(
-      ProfileOnePassFirst(run, work, work, cat.InGroups({MetricGroup::kWork}), "work", 1, host),
+      ProfileOnePassFirst(run, work, cat.InGroups({MetricGroup::kWork}), "work", 1, host),
       "signatures, the roofline's work counters"));
   // Stalls, throughputs and the SASS mix: ratios and counts of one launch (16 passes on GH100), on
   // the detail tier's signatures.
@@ -174,8 +174,8 @@ absl::Status MetricsLayer::ProfileSignatures(const StepRunner& run, const Sessio
 }
 
 absl::Status MetricsLayer::ProfileOnePassFirst(const StepRunner& run, const Session& session,
-                                               const Session& replayed_on, const std::vector<ResolvedMetric>& metrics,
-                                               const std::string& label, size_t launches, CuptiHost* host) {
+                                               const std::vector<ResolvedMetric>& metrics, const std::string& label,
+                                               size_t launches, CuptiHost* host) {
   const SinglePassPlan plan =
       PackSinglePass(metrics, [&](const std::vector<std::string>& perfworks) -> absl::StatusOr<size_t> {
         MEDPROF_ASSIGN_OR_RETURN(std::unique_ptr<CuptiHost::Config> config, host->NewConfig(perfworks));
@@ -195,7 +195,7 @@ absl::Status MetricsLayer::ProfileOnePassFirst(const StepRunner& run, const Sess
     }
     MEDPROF_RETURN_IF_ERROR(s);
   }
-  return ProfileKernels(run, replayed_on, replayed, absl::StrCat(label, ", replayed"), launches);
+  return ProfileKernels(run, session, replayed, absl::StrCat(label, ", replayed"), launches);
 }
 
 absl::Status MetricsLayer::ProfileKernels(const StepRunner& run, const Session& session,

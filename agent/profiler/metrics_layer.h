@@ -105,9 +105,9 @@ class MetricsLayer {
                                  const Session& detail, const ResolvedCatalog& catalog, CuptiHost* host);
   // `metrics` in one-pass sessions on `session`'s signatures as far as they pack (PackSinglePass):
   // each value from one execution of the kernel as the application ran it, no memory restore before
-  // it; the rest in one kernel-replay session on `replayed_on`'s signatures. Sessions are labelled
+  // it; the rest in one kernel-replay session on the same signatures. Sessions are labelled
   // "<label>, one pass i/n" and "<label>, replayed".
-  absl::Status ProfileOnePassFirst(const StepRunner& run, const Session& session, const Session& replayed_on,
+  absl::Status ProfileOnePassFirst(const StepRunner& run, const Session& session,
                                    const std::vector<ResolvedMetric>& metrics, const std::string& label,
                                    size_t launches, CuptiHost* host);
   // One kernel-replay session: `metrics` on `launches` steps' launch of each target (medians kept).
