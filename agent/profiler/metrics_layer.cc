@@ -345,7 +345,8 @@ void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const Tiers
     return u != units.end() && aggregate::IsCounterUnit(u->second);
   };
   const double steps = std::max(1, signatures.steps());
-  const auto core = TierShares(tiers.core, signature_metrics_), detail = TierShares(tiers.detail, signature_metrics_);
+  const auto core = TierShares(tiers.core, signature_metrics_), work = TierShares(tiers.work, signature_metrics_),
+             detail = TierShares(tiers.detail, signature_metrics_);
   for (const KernelTarget& k : tiers.work) {
     std::vector<aggregate::SignatureSample> samples;
     for (const v1::KernelSignature* s : k.chosen) {
@@ -359,8 +360,8 @@ void MetricsLayer::Aggregate(const v1::KernelSignatures& signatures, const Tiers
       auto it = tier.find(k.kernel);
       return it == tier.end() ? 0.0 : 100.0 * static_cast<double>(it->second.ns) / k.total_ns;
     };
-    out["coverage.work_pct"] = out["coverage_pct"];  // every work-tier signature measured: its share
     out["coverage_pct"] = pct(core);
+    out["coverage.work_pct"] = pct(work);
     out["coverage.detail_pct"] = pct(detail);
     const auto it = core.find(k.kernel);
     out["signatures.profiled"] = it == core.end() ? 0 : it->second.measured;

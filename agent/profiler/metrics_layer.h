@@ -11,8 +11,8 @@
 //     same on every launch), the rest of the core set under kernel replay; the
 //     roofline's work and traffic counters (MetricGroup::kWork) on one launch of every signature
 //     of the kernel up to the cap (the work tier), in one-pass sessions as far as they pack and
-//     the rest under kernel replay. The stalls, throughputs
-//     and SASS mix (many replayed passes) are measured on one launch of the detail tier only: the
+//     the rest under kernel replay. The stalls, throughputs and SASS mix (many replayed passes)
+//     are measured on one launch of the detail tier only: the
 //     first signatures of the same order until they cover kDetailCoveragePct of the kernel's time
 //     or reach kDetailMaxSignatures (never more than the core choice). A kernel's counter measured
 //     on part of its signatures is extrapolated over the time they cover (kernel_aggregate.h).

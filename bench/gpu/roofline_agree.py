@@ -13,7 +13,9 @@ datasheet (docs/metrics.md "Roofline" has the formulas).
       lts2xbar cycles, ncu 2025.3's L2 roofline; L1: 128 x writeback cycles; DRAM: dram__bytes). The
       L2 bytes that arrive at L1 (xbar2l1tex: more than leave L2 where a multicast feeds several SMs)
       are printed beside. Agreement: within 5 % (values under
-      1e6 on both sides count as agreeing: nothing to measure). ncu's own Tensor roofline work
+      1e6 on both sides count as agreeing: nothing to measure); a value medprof did not produce
+      is a miss whatever ncu's. Each level's line gives the acceptance set (FLOPs, DRAM, L2) and
+      L1 apart. ncu's own Tensor roofline work
       (smsp__inst_executed_pipe_tensor x 512, precision-blind) is printed beside the tensor FLOPs.
   roofline_agree.py conv RUN.jsonl [--top N]
       every launch signature of aten::cudnn_convolution among the top-N kernels whose kernel does
